@@ -1,0 +1,81 @@
+# Loom: `make run` starts the collector, `make test` runs everything CI runs.
+# Every tool is built here at the version pinned in internal/tools/go.mod.
+
+SHELL       := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+GO          ?= go
+TOOLS       := $(CURDIR)/.tools
+BUILDER     := $(TOOLS)/builder
+MDATAGEN    := $(TOOLS)/mdatagen
+DIST_DIR    := distribution/otelcol-loom
+BIN         := bin/otelcol-loom
+CONFIG      ?= distribution/config.yaml
+FUZZTIME    ?= 5s
+BENCHTIME   ?= 1s
+# Packages holding a component generated from metadata.yaml.
+METADATA    := $(shell find . -name metadata.yaml -not -path './.git/*' -not -path '*/testdata/*' | sort)
+
+export CGO_ENABLED := 1
+
+.PHONY: all tools generate generate-check build run test unit fuzz e2e bench lint fmt clean
+
+all: build
+
+# --- tools -----------------------------------------------------------------
+tools: $(BUILDER) $(MDATAGEN)
+
+$(BUILDER) $(MDATAGEN) &: internal/tools/go.mod internal/tools/go.sum
+	cd internal/tools && $(GO) build -o $(TOOLS)/ go.opentelemetry.io/collector/cmd/builder go.opentelemetry.io/collector/cmd/mdatagen
+
+# --- generated sources -----------------------------------------------------
+# ocb writes distribution/otelcol-loom (main, components, go.mod, go.sum) from
+# builder-config.yaml; mdatagen writes each component's metadata code and docs.
+generate: tools
+	$(BUILDER) --config builder-config.yaml --skip-compilation
+	for meta in $(METADATA); do (cd "$$(dirname $$meta)" && $(MDATAGEN) metadata.yaml); done
+
+# Fails when the committed generated sources differ from what `make generate` writes.
+generate-check: generate
+	git diff --exit-code -- $(DIST_DIR) $(dir $(METADATA)) || { echo "generated sources are stale: run 'make generate' and commit the result" >&2; exit 1; }
+	test -z "$$(git status --porcelain -- $(DIST_DIR) $(dir $(METADATA)))" || { git status --porcelain -- $(DIST_DIR) $(dir $(METADATA)); echo "make generate wrote files that are not committed" >&2; exit 1; }
+
+# --- build and run ---------------------------------------------------------
+build: tools
+	cd $(DIST_DIR) && $(GO) build -trimpath -ldflags='-s -w' -o $(CURDIR)/$(BIN) .
+
+run: build
+	$(BIN) --config $(CONFIG)
+
+# --- tests -----------------------------------------------------------------
+test: lint unit fuzz e2e
+
+unit:
+	$(GO) test -count=1 ./...
+
+# Every fuzz target runs for FUZZTIME on top of its seed corpus.
+fuzz:
+	grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u | while read -r pkg; do \
+	  for target in $$(grep -h '^func Fuzz' $$pkg/*_test.go | sed -E 's/^func (Fuzz[A-Za-z0-9_]*).*/\1/'); do \
+	    echo "fuzz $$pkg $$target"; \
+	    $(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; \
+	done
+
+e2e: build
+	LOOM_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -tags e2e -timeout 20m ./test/e2e/...
+
+# Benchmarks print ratios against baselines measured side by side in the same run.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./... | tee /dev/stderr | $(GO) run ./cmd/benchratio
+
+# --- hygiene ---------------------------------------------------------------
+lint:
+	test -z "$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go'))" || { gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go'); echo "gofmt: run 'make fmt'" >&2; exit 1; }
+	$(GO) vet ./...
+	$(GO) vet -tags e2e ./test/e2e/...
+
+fmt:
+	gofmt -w $$(git ls-files --cached --others --exclude-standard '*.go')
+
+clean:
+	rm -rf bin $(TOOLS)

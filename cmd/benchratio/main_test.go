@@ -1,0 +1,32 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+const sample = `goos: linux
+BenchmarkConsumeLogs/baseline-transform-2   	    1000	      2000 ns/op	  10.00 allocs/record	     500 B/op
+BenchmarkConsumeLogs/goldenfield-2          	    2000	      1000 ns/op	   2.00 allocs/record	     100 B/op
+BenchmarkAlone-2                            	     100	       123 ns/op
+PASS
+`
+
+func TestRatios(t *testing.T) {
+	results, err := parse(strings.NewReader(sample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(results) != 3 {
+		t.Fatalf("parsed %d results, want 3", len(results))
+	}
+	var out strings.Builder
+	report(&out, results)
+	want := "BenchmarkConsumeLogs/goldenfield vs baseline-transform: 2.00x  allocs/record=2 (baseline 10)"
+	if !strings.Contains(out.String(), want) {
+		t.Fatalf("report:\n%s\nwant a line %q", out.String(), want)
+	}
+	if strings.Contains(out.String(), "BenchmarkAlone") {
+		t.Fatal("a family without a baseline has no ratio to print")
+	}
+}

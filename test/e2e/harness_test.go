@@ -1,0 +1,248 @@
+//go:build e2e
+
+// Package e2e drives the built otelcol-loom binary end to end: it starts the
+// collector on free loopback ports with a config derived from a shipped one,
+// sends it telemetry, and reads back what it exported through an in-process
+// OTLP sink.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// repoRoot is the repository root, two levels above this package.
+var repoRoot = func() string {
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		panic(err)
+	}
+	return root
+}()
+
+// collectorBin is the binary under test: $LOOM_BIN, or bin/otelcol-loom built once per run.
+var collectorBin string
+
+func TestMain(m *testing.M) {
+	collectorBin = os.Getenv("LOOM_BIN")
+	if collectorBin == "" {
+		build := exec.Command("make", "--no-print-directory", "build")
+		build.Dir = repoRoot
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: building the collector failed: %v\n", err)
+			os.Exit(1)
+		}
+		collectorBin = filepath.Join(repoRoot, "bin", "otelcol-loom")
+	}
+	os.Exit(m.Run())
+}
+
+// syncBuffer collects the collector's output from two pipes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// collector is one running otelcol-loom process.
+type collector struct {
+	t       testing.TB
+	cmd     *exec.Cmd
+	out     *syncBuffer
+	exited  chan struct{}
+	waitErr error
+	// endpoints maps the config path of each rewritten listener (e.g.
+	// "receivers.otlp.protocols.grpc.endpoint") to the address it got.
+	endpoints map[string]string
+	stopOnce  sync.Once
+}
+
+// runCollector runs a one-shot subcommand of the binary (validate, components)
+// and returns its combined output.
+func runCollector(t testing.TB, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, collectorBin, args...).CombinedOutput()
+	return string(out), err
+}
+
+// startCollector starts the binary with the shipped config at configPath
+// (relative to the repository root), every loopback listener moved to a free
+// port and edit applied to the parsed config. It waits until health_check
+// reports ready and stops the collector when the test ends.
+func startCollector(t testing.TB, configPath string, edit func(cfg map[string]any)) *collector {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(repoRoot, configPath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := yaml.Unmarshal(raw, &cfg); err != nil {
+		t.Fatalf("%s: %v", configPath, err)
+	}
+	endpoints := map[string]string{}
+	movePorts(t, cfg, "", endpoints)
+	if edit != nil {
+		edit(cfg)
+	}
+	health, ok := endpoints["extensions.health_check.endpoint"]
+	if !ok {
+		t.Fatalf("%s has no health_check endpoint on loopback: the harness needs it to know when the collector is ready", configPath)
+	}
+	rendered, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, rendered, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	c := &collector{t: t, out: &syncBuffer{}, exited: make(chan struct{}), endpoints: endpoints}
+	c.cmd = exec.Command(collectorBin, "--config", path)
+	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		c.waitErr = c.cmd.Wait()
+		close(c.exited)
+	}()
+	t.Cleanup(c.stop)
+	c.waitReady(health, 60*time.Second)
+	return c
+}
+
+func (c *collector) waitReady(healthEndpoint string, timeout time.Duration) {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	client := &http.Client{Timeout: time.Second}
+	for time.Now().Before(deadline) {
+		select {
+		case <-c.exited:
+			c.t.Fatalf("collector exited during start-up (%v); its log:\n%s", c.waitErr, c.out)
+		default:
+		}
+		resp, err := client.Get("http://" + healthEndpoint + "/")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	c.t.Fatalf("collector not ready after %s; its log:\n%s", timeout, c.out)
+}
+
+// stop sends SIGTERM and fails the test, with the collector's log, unless it
+// exits cleanly in time.
+func (c *collector) stop() {
+	c.stopOnce.Do(func() {
+		_ = c.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-c.exited:
+			if c.waitErr != nil {
+				c.t.Errorf("collector exited with %v; its log:\n%s", c.waitErr, c.out)
+			}
+		case <-time.After(30 * time.Second):
+			_ = c.cmd.Process.Kill()
+			<-c.exited
+			c.t.Errorf("collector did not stop within 30s of SIGTERM; its log:\n%s", c.out)
+		}
+	})
+}
+
+// log is the collector's output so far.
+func (c *collector) log() string { return c.out.String() }
+
+var loopbackAddr = regexp.MustCompile(`^(127\.0\.0\.1|localhost|\[::1\]):\d+$`)
+
+// movePorts rewrites every loopback listener in cfg (an `endpoint: host:port`
+// value, or a `host`/`port` pair such as the collector's own telemetry reader)
+// to a free port, recording where each went.
+func movePorts(t testing.TB, node any, path string, moved map[string]string) {
+	switch n := node.(type) {
+	case map[string]any:
+		if host, ok := n["host"].(string); ok && isLoopbackHost(host) {
+			if _, ok := n["port"].(int); ok {
+				port := freePort(t)
+				n["port"] = port
+				moved[path+".port"] = net.JoinHostPort(host, strconv.Itoa(port))
+			}
+		}
+		for key, value := range n {
+			childPath := key
+			if path != "" {
+				childPath = path + "." + key
+			}
+			if s, ok := value.(string); ok && key == "endpoint" && loopbackAddr.MatchString(s) {
+				host, _, _ := net.SplitHostPort(s)
+				addr := net.JoinHostPort(host, strconv.Itoa(freePort(t)))
+				n[key] = addr
+				moved[childPath] = addr
+				continue
+			}
+			movePorts(t, value, childPath, moved)
+		}
+	case []any:
+		for i, value := range n {
+			movePorts(t, value, fmt.Sprintf("%s[%d]", path, i), moved)
+		}
+	}
+}
+
+func isLoopbackHost(host string) bool {
+	return host == "127.0.0.1" || host == "localhost" || host == "::1"
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// mapAt returns the map at a dotted path in cfg, creating missing levels.
+func mapAt(cfg map[string]any, path ...string) map[string]any {
+	node := cfg
+	for _, key := range path {
+		next, ok := node[key].(map[string]any)
+		if !ok {
+			next = map[string]any{}
+			node[key] = next
+		}
+		node = next
+	}
+	return node
+}
