@@ -7,6 +7,8 @@ GO          ?= go
 TOOLS       := $(CURDIR)/.tools
 BUILDER     := $(TOOLS)/builder
 MDATAGEN    := $(TOOLS)/mdatagen
+GOLANGCI_VERSION := v2.15.0
+GOLANGCI    := $(TOOLS)/golangci-lint-$(GOLANGCI_VERSION)
 DIST_DIR    := distribution/otelcol-loom
 BIN         := bin/otelcol-loom
 CONFIG      ?= distribution/config.yaml
@@ -23,6 +25,11 @@ all: build
 
 # --- tools -----------------------------------------------------------------
 tools: $(BUILDER) $(MDATAGEN)
+
+# golangci-lint pins its own dependencies: installed apart from the collector tools.
+$(GOLANGCI):
+	GOBIN=$(TOOLS) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_VERSION)
+	mv $(TOOLS)/golangci-lint $@
 
 $(BUILDER) $(MDATAGEN) &: internal/tools/go.mod internal/tools/go.sum
 	cd internal/tools && $(GO) build -o $(TOOLS)/ go.opentelemetry.io/collector/cmd/builder go.opentelemetry.io/collector/cmd/mdatagen
@@ -69,10 +76,11 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./... | tee /dev/stderr | $(GO) run ./cmd/benchratio
 
 # --- hygiene ---------------------------------------------------------------
-lint:
+lint: $(GOLANGCI)
 	test -z "$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go'))" || { gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go'); echo "gofmt: run 'make fmt'" >&2; exit 1; }
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./test/e2e/...
+	$(GOLANGCI) run ./...
 
 fmt:
 	gofmt -w $$(git ls-files --cached --others --exclude-standard '*.go')

@@ -17,4 +17,10 @@ const (
 const (
 	LatencyMs = ResourceUsagePrefix + "latency_ms"
 	GPUMemMb  = ResourceUsagePrefix + "gpu_mem_mb"
+	// Tokens is the number of input tokens of the request at that stage.
+	Tokens = ResourceUsagePrefix + "tokens"
+	// CPUPercent is the CPU use of the process at that point, 0–100 per core.
+	CPUPercent = ResourceUsagePrefix + "cpu_percent"
+	// SMInstructions is the number of GPU streaming-multiprocessor instructions executed.
+	SMInstructions = ResourceUsagePrefix + "sm_instructions"
 )

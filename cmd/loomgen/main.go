@@ -1,0 +1,143 @@
+// Command loomgen sends the telemetry of a simulated AI inference service
+// (spans and logs over OTLP, from the OpenTelemetry Go SDK), optionally with
+// the incidents S1, S2 and S3 mixed in, and writes the ground truth of every
+// request. See README.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/loom-otel/loom/internal/workload"
+)
+
+func main() {
+	cfg, target, truthPath, err := parseFlags(os.Args[1:], os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "loomgen:", err)
+		os.Exit(2)
+	}
+	if err := run(cfg, target, truthPath); err != nil {
+		fmt.Fprintln(os.Stderr, "loomgen:", err)
+		os.Exit(1)
+	}
+}
+
+func run(cfg workload.Config, target workload.Target, truthPath string) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var (
+		truth io.Writer // a nil interface without -truth
+		file  *os.File
+	)
+	if truthPath != "" {
+		f, err := os.Create(truthPath)
+		if err != nil {
+			return fmt.Errorf("-truth: %w", err)
+		}
+		truth, file = f, f
+	}
+	sum, err := workload.Run(ctx, cfg, target, truth)
+	fmt.Printf("requests=%d spans=%d logs=%d elapsed=%s records/s=%.0f\n",
+		sum.Requests, sum.Spans, sum.Logs, sum.Elapsed.Round(time.Millisecond), sum.RecordsPerSecond)
+	if err != nil {
+		err = fmt.Errorf("sending to %s over %s (check -endpoint, -protocol, -insecure): %w", target.Endpoint, target.Protocol, err)
+	}
+	if file != nil {
+		err = errors.Join(err, file.Close())
+	}
+	return err
+}
+
+// parseFlags turns the command line into a run; every error names the flag and the fix.
+func parseFlags(args []string, output io.Writer) (workload.Config, workload.Target, string, error) {
+	fs := flag.NewFlagSet("loomgen", flag.ContinueOnError)
+	fs.SetOutput(output)
+	endpoint := fs.String("endpoint", "", "OTLP receiver host:port (default 127.0.0.1:4317 for grpc, 127.0.0.1:4318 for http)")
+	protocol := fs.String("protocol", "grpc", "OTLP transport: grpc or http")
+	insecure := fs.Bool("insecure", true, "plaintext instead of TLS; when not given: true for a loopback -endpoint, false otherwise")
+	headers := map[string]string{}
+	fs.Func("header", "extra export header key=value, e.g. X-Scope-OrgID=team-a (repeatable)", func(kv string) error {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("want key=value, got %q", kv)
+		}
+		headers[k] = v
+		return nil
+	})
+	scenarios := fs.String("scenario", "healthy", "comma-separated scenarios mixed into healthy traffic: healthy,s1,s2,s3")
+	affected := fs.Float64("affected", 0.12, "share of requests hit by the selected incident(s), 0 to 1")
+	requests := fs.Int("requests", 0, "stop after this many requests (0 = no limit)")
+	duration := fs.Duration("duration", 0, "stop after this long, e.g. 30s (0 = no limit)")
+	rate := fs.Float64("rate", 0, "target records (spans+logs) per second (0 = as fast as possible)")
+	seed := fs.Uint64("seed", 1, "same seed and flags => same requests, ids and record contents")
+	truth := fs.String("truth", "", "write the ground truth, one JSON object per request, to this file")
+	if err := fs.Parse(args); err != nil {
+		return workload.Config{}, workload.Target{}, "", err
+	}
+	fail := func(format string, a ...any) (workload.Config, workload.Target, string, error) {
+		return workload.Config{}, workload.Target{}, "", fmt.Errorf(format, a...)
+	}
+	if fs.NArg() > 0 {
+		return fail("unexpected argument %q: loomgen takes flags only (see -h)", fs.Arg(0))
+	}
+
+	target := workload.Target{Endpoint: *endpoint, Protocol: workload.Protocol(*protocol), Insecure: *insecure, Headers: headers}
+	switch target.Protocol {
+	case workload.GRPC:
+		if target.Endpoint == "" {
+			target.Endpoint = "127.0.0.1:4317"
+		}
+	case workload.HTTP:
+		if target.Endpoint == "" {
+			target.Endpoint = "127.0.0.1:4318"
+		}
+	default:
+		return fail("-protocol %q: want grpc or http", *protocol)
+	}
+	if err := target.Validate(); err != nil {
+		return fail("-endpoint %q: want host:port, e.g. 127.0.0.1:4317", target.Endpoint)
+	}
+	if !flagGiven(fs, "insecure") {
+		target.Insecure = workload.IsLoopback(target.Endpoint)
+	}
+
+	list, err := workload.ParseScenarios(*scenarios)
+	if err != nil {
+		return fail("-scenario: %v", err)
+	}
+	switch {
+	case *affected < 0 || *affected > 1:
+		return fail("-affected %v: want a share between 0 and 1, e.g. 0.12", *affected)
+	case *requests < 0:
+		return fail("-requests %d: want 0 (no limit) or more", *requests)
+	case *duration < 0:
+		return fail("-duration %v: want 0 (no limit) or more, e.g. 30s", *duration)
+	case *requests == 0 && *duration == 0:
+		return fail("set -requests or -duration, e.g. -requests 1000 or -duration 30s; otherwise the run never ends")
+	case *rate < 0:
+		return fail("-rate %v: want 0 (as fast as possible) or a positive number of records per second", *rate)
+	}
+	cfg := workload.Config{Scenarios: list, Affected: *affected, Requests: *requests, Duration: *duration, Rate: *rate, Seed: *seed}
+	if err := cfg.Validate(); err != nil {
+		return fail("%v", err)
+	}
+	return cfg, target, *truth, nil
+}
+
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
+}
