@@ -39,6 +39,7 @@ $(BUILDER) $(MDATAGEN) &: internal/tools/go.mod internal/tools/go.sum
 # builder-config.yaml; mdatagen writes each component's metadata code and docs.
 generate: tools
 	$(BUILDER) --config builder-config.yaml --skip-compilation
+	gofmt -w $(DIST_DIR)/*.go
 	for meta in $(METADATA); do (cd "$$(dirname $$meta)" && $(MDATAGEN) metadata.yaml); done
 
 # Fails when the committed generated sources differ from what `make generate` writes.

@@ -1,10 +1,14 @@
 package golden
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 func TestReqIDRoundTrip(t *testing.T) {
@@ -59,6 +63,67 @@ func FuzzParseReqID(f *testing.F) {
 		// An accepted id must round-trip its embedded time exactly.
 		if got := fmt.Sprintf("%013d", created.UnixMilli()); got != id[4:17] {
 			t.Fatalf("ParseReqID(%q) time = %s", id, got)
+		}
+	})
+}
+
+func TestHashInputWith(t *testing.T) {
+	if HashInputWith("Hello  World", NormalizeLowercase) != HashInput("hello world") {
+		t.Error("lowercase normalization must fold case and collapse whitespace")
+	}
+	if HashInputWith(" a ", NormalizeNone) == HashInput("a") {
+		t.Error("no normalization must keep surrounding whitespace")
+	}
+	for _, n := range []InputNormalization{NormalizeWhitespace, NormalizeLowercase, NormalizeNone} {
+		if !n.Valid() {
+			t.Errorf("%q not valid", n)
+		}
+	}
+	if InputNormalization("trim").Valid() {
+		t.Error("unknown normalization accepted")
+	}
+}
+
+func TestDefaultAliasesAreCanonical(t *testing.T) {
+	aliases := DefaultAliases()
+	for _, alias := range []string{"request_id", "x_request_id", "llm.request_id", "inference_id"} {
+		if aliases[alias] != ReqID {
+			t.Errorf("%s -> %q, want %s", alias, aliases[alias], ReqID)
+		}
+	}
+	for _, alias := range []string{"model", "model_name", "gen_ai.request.model", "llm.model_name"} {
+		if aliases[alias] != ModelVer {
+			t.Errorf("%s -> %q, want %s", alias, aliases[alias], ModelVer)
+		}
+	}
+	if aliases["duration_ms"] != LatencyMs || aliases["latency_ms"] != LatencyMs {
+		t.Error("duration_ms and latency_ms must map to resource_usage.latency_ms")
+	}
+	for alias, canonical := range aliases {
+		if _, chained := aliases[canonical]; chained {
+			t.Errorf("%s -> %s is itself an alias: tables must map to canonical names in one step", alias, canonical)
+		}
+	}
+	aliases["mine"] = ReqID
+	if _, shared := DefaultAliases()["mine"]; shared {
+		t.Error("DefaultAliases must return a fresh copy")
+	}
+	if !KeepsSource("gen_ai.request.model") || KeepsSource("model_name") {
+		t.Error("only gen_ai.* sources stay in place")
+	}
+}
+
+func FuzzHashInput(f *testing.F) {
+	for _, seed := range []string{"", "  hello \n\t world ", "\u00a0x\u0085y", "\xff\xfe a", "Ünïcode  TEXT"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, input string) {
+		want := sha256.Sum256([]byte(NormalizeInput(input)))
+		if got := HashInput(input); got != hex.EncodeToString(want[:InputHashLen/2]) {
+			t.Fatalf("HashInput(%q) = %s disagrees with sha256(NormalizeInput)", input, got)
+		}
+		if HashInputWith(input, NormalizeLowercase) != HashInputWith(strings.ToLower(input), NormalizeLowercase) && utf8.ValidString(input) {
+			t.Fatalf("lowercase normalization of %q depends on case", input)
 		}
 	})
 }

@@ -1,0 +1,72 @@
+package tempoexporter
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/loom-otel/loom/internal/tenant"
+)
+
+func TestSplitByTenantSingle(t *testing.T) {
+	td := testTraces()
+	cfg := &tenant.Config{FromAttribute: "tenant_id", Default: "shared"}
+	got, dropped := splitByTenant(td, cfg)
+	require.Len(t, got, 1)
+	assert.Zero(t, dropped)
+	got["shared"].ResourceSpans().AppendEmpty()
+	assert.Equal(t, 3, td.ResourceSpans().Len(), "one tenant: the batch itself, not a copy")
+
+	empty, _ := splitByTenant(ptrace.NewTraces(), cfg)
+	assert.Empty(t, empty)
+}
+
+func TestSplitByTenant(t *testing.T) {
+	td := testTraces()
+	td.ResourceSpans().At(0).Resource().Attributes().PutStr("tenant_id", "team-a")
+	spans := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans()
+	spans.At(1).Attributes().PutStr("tenant_id", "team-b") // the span's attribute wins
+	bad := spans.AppendEmpty()
+	bad.SetName("hostile")
+	bad.Attributes().PutStr("tenant_id", "a|b")
+
+	got, dropped := splitByTenant(td, &tenant.Config{FromAttribute: "tenant_id", Default: "shared"})
+	assert.Equal(t, int64(1), dropped)
+	names := map[string][]string{}
+	for id, part := range got {
+		for _, rs := range part.ResourceSpans().All() {
+			service, _ := rs.Resource().Attributes().Get("service.name")
+			for _, ss := range rs.ScopeSpans().All() {
+				for _, span := range ss.Spans().All() {
+					names[id] = append(names[id], service.Str()+"/"+span.Name())
+				}
+			}
+		}
+	}
+	assert.Equal(t, map[string][]string{
+		"team-a": {"model/forward"},
+		"team-b": {"model/decode"},
+		"shared": {"gateway/route"},
+	}, names)
+}
+
+func BenchmarkSplitByTenant(b *testing.B) {
+	cfg := &tenant.Config{FromAttribute: "tenant_id"}
+	for _, tenants := range []int{1, 4} {
+		b.Run(fmt.Sprintf("%d-tenants", tenants), func(b *testing.B) {
+			td := benchTraces()
+			for i, rs := range td.ResourceSpans().All() {
+				rs.Resource().Attributes().PutStr("tenant_id", fmt.Sprintf("team-%d", i%tenants))
+			}
+			for b.Loop() {
+				clone := ptrace.NewTraces()
+				td.CopyTo(clone) // the split moves spans out of its input
+				splitByTenant(clone, cfg)
+			}
+			b.ReportMetric(float64(benchSpans*b.N)/b.Elapsed().Seconds(), "records/s")
+		})
+	}
+}

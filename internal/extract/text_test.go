@@ -1,0 +1,74 @@
+package extract
+
+import (
+	"strings"
+	"testing"
+)
+
+var (
+	testKeys     = []string{"stage", "latency_ms", "tokens"}
+	testPatterns = []string{`\b(?P<req_id>req[-_][a-z_-]*[0-9][0-9A-Za-z_-]*)`}
+)
+
+func TestText(t *testing.T) {
+	x, err := NewText(testKeys, testPatterns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct{ text, want string }{
+		{"[req-1715234890123-a1b2c3] normalized input tokens=523", `req_id="req-1715234890123-a1b2c3" tokens="523"`},
+		{"task req-celery-0f8fad5b-d9cb-469f-a165-70867728950e started stage: celery/task_start", `req_id="req-celery-0f8fad5b-d9cb-469f-a165-70867728950e" stage="celery/task_start"`},
+		{"req_id=req_1715234890123_beef latency_ms = 2340, substage=x my.stage=y", `req_id="req_1715234890123_beef" latency_ms="2340"`},
+		{`stage="model / forward" done`, `stage="model / forward"`},
+		{"Traceback (most recent call last):\n  File \"w.py\", line 3, in run [req-1715234890123-zzzzzz]\nRuntimeError: CUDA error", `req_id="req-1715234890123-zzzzzz"`},
+		{"no fields here, requested by request_id", ``},
+	}
+	for _, tt := range tests {
+		fields, _ := x.Extract(tt.text, 64, nil)
+		if got := strings.Join(flat(fields), " "); got != tt.want {
+			t.Errorf("Extract(%q)\n got %s\nwant %s", tt.text, got, tt.want)
+		}
+	}
+	if fields, limited := x.Extract("stage=a tokens=1", 1, nil); len(fields) != 1 || limited != LimitedFields {
+		t.Errorf("field limit: %d fields, limited %b", len(fields), limited)
+	}
+}
+
+func TestNewTextErrors(t *testing.T) {
+	for _, tt := range []struct {
+		keys, patterns []string
+		want           string
+	}{
+		{[]string{""}, nil, "key 0 is empty"},
+		{nil, []string{`(?P<a>x)`, `(`}, "pattern 1"},
+		{nil, []string{`req-\d+`}, "no named capture group"},
+		{[]string{"\xff"}, nil, "keys"},
+	} {
+		if _, err := NewText(tt.keys, tt.patterns); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("NewText(%q, %q) error = %v; want %q", tt.keys, tt.patterns, err, tt.want)
+		}
+	}
+}
+
+func FuzzText(f *testing.F) {
+	x, err := NewText(testKeys, testPatterns)
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, seed := range []string{
+		"[req-1715234890123-a1b2c3] normalized input tokens=523", `stage="a\"b" latency_ms:12`, "req_\xff1", "stage=\"",
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		fields, _ := x.Extract(text, 1<<20, nil)
+		for _, f := range fields {
+			if f.Start < 0 || f.End > len(text) || f.Start >= f.End {
+				t.Fatalf("Extract(%q): bad offsets in %+v", text, f)
+			}
+			if raw := text[f.Start:f.End]; raw != f.Str && !strings.HasPrefix(raw, `"`) {
+				t.Fatalf("Extract(%q): value %q is not the text %q at its offsets", text, f.Str, raw)
+			}
+		}
+	})
+}

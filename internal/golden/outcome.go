@@ -1,0 +1,36 @@
+package golden
+
+// Validation outcome attributes: every record that passed a validating component
+// says whether it honours the contract, and if not, why.
+const (
+	// ValidAttr is a bool: true when the record carries every required field with a valid value.
+	ValidAttr = "golden.valid"
+	// MissingAttr lists the required fields the record lacks.
+	MissingAttr = "golden.missing"
+	// InvalidAttr lists the fields whose values break their format or type, and the
+	// custom rules (as "rule:<name>") the record breaks.
+	InvalidAttr = "golden.invalid"
+)
+
+// IsOutcomeAttr reports whether k is one of the validation outcome attributes,
+// which describe a record rather than belong to it.
+func IsOutcomeAttr(k string) bool {
+	return k == ValidAttr || k == MissingAttr || k == InvalidAttr
+}
+
+// Schema drift events: a log record with event name SchemaDriftEvent reports that
+// records of a new model_ver stopped carrying fields that the previous version's carried.
+const (
+	SchemaDriftEvent = "schema.drift"
+
+	DriftSignal       = "schema.drift.signal"
+	DriftOldModelVer  = "schema.drift.old_model_ver"
+	DriftNewModelVer  = "schema.drift.new_model_ver"
+	DriftFieldsLost   = "schema.drift.fields_lost"
+	DriftFieldsGained = "schema.drift.fields_gained"
+	// DriftRates maps each lost or gained field to {"old": rate, "new": rate}.
+	DriftRates      = "schema.drift.rates"
+	DriftFirstSeen  = "schema.drift.first_seen"
+	DriftOldRecords = "schema.drift.old_records"
+	DriftNewRecords = "schema.drift.new_records"
+)

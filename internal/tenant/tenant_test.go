@@ -1,0 +1,57 @@
+package tenant
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+)
+
+func TestValid(t *testing.T) {
+	for _, id := range []string{"a", "team-a", "Org_1", "x.y", "!*'()", strings.Repeat("a", 150)} {
+		if !Valid(id) {
+			t.Errorf("Valid(%q) = false", id)
+		}
+	}
+	for _, id := range []string{"", ".", "..", "a/b", "a b", "a|b", "ä", "a\x00", strings.Repeat("a", 151), "\xff"} {
+		if Valid(id) {
+			t.Errorf("Valid(%q) = true", id)
+		}
+	}
+}
+
+func TestOf(t *testing.T) {
+	cfg := Config{FromAttribute: "tenant_id", Default: "shared"}
+	record, resource := pcommon.NewMap(), pcommon.NewMap()
+
+	got, err := cfg.Of(record, resource)
+	if got != "shared" || err != nil {
+		t.Fatalf("no attribute: Of = %q, %v; want the default", got, err)
+	}
+	resource.PutStr("tenant_id", "from-resource")
+	if got, _ = cfg.Of(record, resource); got != "from-resource" {
+		t.Fatalf("resource attribute: Of = %q", got)
+	}
+	record.PutStr("tenant_id", "from-record")
+	if got, _ = cfg.Of(record, resource); got != "from-record" {
+		t.Fatalf("the record's attribute must win: Of = %q", got)
+	}
+	record.PutStr("tenant_id", "../admin")
+	if _, err = cfg.Of(record, resource); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("hostile tenant: err = %v, want ErrInvalid", err)
+	}
+	record.PutInt("tenant_id", 42)
+	if got, _ = cfg.Of(record, resource); got != "42" {
+		t.Fatalf("numeric tenant: Of = %q", got)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	if err := (&Config{Default: "a/b"}).Validate(); err == nil || !strings.Contains(err.Error(), `default "a/b"`) {
+		t.Fatalf("Validate = %v, want an error naming the default", err)
+	}
+	if err := (&Config{}).Validate(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,246 @@
+package goldenfieldprocessor
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/loom-otel/loom/internal/golden"
+)
+
+// fieldRole says what the processor does with an attribute of a given key.
+type fieldRole struct {
+	canonical string // set for an alias: the name its value moves to
+	keep      bool   // the alias stays in place after its value is copied (gen_ai.*)
+	numeric   bool   // the value (of the canonical field) must be a number
+	input     bool   // raw input: hashed into input_hash, then redacted
+	sensitive bool   // redacted
+}
+
+// newFieldTable merges the default aliases with the configured ones and marks
+// numeric, raw input and sensitive keys; one map lookup per attribute then tells
+// the hot path everything it needs.
+func newFieldTable(c *Config) (map[string]fieldRole, []error) {
+	aliases := golden.DefaultAliases()
+	for alias, canonical := range c.Normalize.Aliases {
+		if canonical == "" {
+			delete(aliases, alias)
+		} else {
+			aliases[alias] = canonical
+		}
+	}
+	var errs []error
+	numeric := map[string]bool{}
+	for _, f := range c.Normalize.NumericFields {
+		numeric[f] = true
+		if canonical, ok := aliases[f]; ok {
+			errs = append(errs, fmt.Errorf("normalize.numeric_fields: %q is an alias of %q; list the canonical name", f, canonical))
+		}
+	}
+	isNumeric := func(name string) bool { return numeric[name] || golden.IsResourceUsage(name) }
+
+	table := map[string]fieldRole{}
+	for _, alias := range slices.Sorted(maps.Keys(aliases)) {
+		canonical := aliases[alias]
+		if _, chained := aliases[canonical]; chained || alias == "" {
+			errs = append(errs, fmt.Errorf("normalize.aliases[%s]: maps to %q, which is itself an alias; map every alias straight to a canonical name", alias, canonical))
+			continue
+		}
+		table[alias] = fieldRole{canonical: canonical, keep: golden.KeepsSource(alias), numeric: isNumeric(canonical)}
+	}
+	for f := range numeric {
+		table[f] = fieldRole{numeric: true}
+	}
+	mark := func(key string, names []string, set func(*fieldRole)) {
+		for i, name := range names {
+			role := table[name]
+			if role.canonical != "" {
+				errs = append(errs, fmt.Errorf("%s[%d]: %q is also an alias of %q; raw input and sensitive fields are never renamed", key, i, name, role.canonical))
+				continue
+			}
+			set(&role)
+			table[name] = role
+		}
+	}
+	mark("input_hash.source_fields", c.InputHash.SourceFields, func(r *fieldRole) { r.input = true })
+	if c.Redaction.Enabled {
+		mark("redaction.attributes", c.Redaction.Attributes, func(r *fieldRole) { r.sensitive = true })
+	}
+	return table, errs
+}
+
+// role looks up what to do with an attribute key. A nested key such as
+// request.prompt is also raw input or sensitive when its last segment is.
+func (c *compiled) role(k string) (fieldRole, bool) {
+	if role, ok := c.fields[k]; ok {
+		return role, true
+	}
+	if i := strings.LastIndexByte(k, '.'); i >= 0 {
+		if leaf := c.fields[k[i+1:]]; leaf.input || leaf.sensitive {
+			return fieldRole{input: leaf.input, sensitive: leaf.sensitive}, true
+		}
+	}
+	return fieldRole{}, false
+}
+
+// normalize copies aliases to canonical names, converts numeric fields,
+// normalizes stage and model_ver and sanitizes string values. Raw input and
+// sensitive attributes are only noted in sc, for hashInput and redact.
+func (c *compiled) normalize(attrs pcommon.Map, sc *scratch, t *tally) {
+	attrs.Range(func(k string, v pcommon.Value) bool {
+		role, known := c.role(k)
+		switch {
+		case role.input:
+			sc.inputs = append(sc.inputs, k)
+			return true // hashed whole before anything else touches it
+		case role.sensitive:
+			sc.secrets = append(sc.secrets, k)
+		case role.canonical != "":
+			sc.aliases = append(sc.aliases, k)
+		}
+		if v.Type() == pcommon.ValueTypeStr {
+			c.sanitize(v, t)
+		}
+		if role.numeric || !known && golden.IsResourceUsage(k) {
+			sc.numeric = append(sc.numeric, k)
+		}
+		return true
+	})
+	c.copyAliases(attrs, sc)
+	for _, k := range sc.numeric {
+		if canonical := c.fields[k].canonical; canonical != "" {
+			k = canonical
+		}
+		if v, ok := attrs.Get(k); ok && !coerceNumber(v) {
+			sc.failures = append(sc.failures, failure{reasonInvalid, boundedFieldName(k)})
+		}
+	}
+	if v, ok := attrs.Get(golden.Stage); ok && v.Type() == pcommon.ValueTypeStr {
+		if s := normalizeStage(v.Str()); s != v.Str() {
+			v.SetStr(s)
+		}
+	}
+	if v, ok := attrs.Get(golden.ModelVer); ok && v.Type() == pcommon.ValueTypeStr {
+		if model, ok := c.models[strings.TrimSpace(v.Str())]; ok {
+			v.SetStr(model)
+		}
+	}
+}
+
+// copyAliases copies alias values to their canonical names; a canonical name
+// already present wins over its aliases. The aliases go in removeAttributes.
+func (c *compiled) copyAliases(attrs pcommon.Map, sc *scratch) {
+	for _, alias := range sc.aliases {
+		role := c.fields[alias]
+		if _, exists := attrs.Get(role.canonical); !exists {
+			v, _ := attrs.Get(alias)
+			copyValue(attrs, role.canonical, v)
+		}
+	}
+}
+
+// copyValue puts a copy of v under key. v must not be read after attrs changes,
+// so scalars are read out first.
+func copyValue(attrs pcommon.Map, key string, v pcommon.Value) {
+	switch v.Type() {
+	case pcommon.ValueTypeStr:
+		attrs.PutStr(key, v.Str())
+	case pcommon.ValueTypeInt:
+		attrs.PutInt(key, v.Int())
+	case pcommon.ValueTypeDouble:
+		attrs.PutDouble(key, v.Double())
+	case pcommon.ValueTypeBool:
+		attrs.PutBool(key, v.Bool())
+	default:
+		tmp := pcommon.NewValueEmpty()
+		v.CopyTo(tmp)
+		tmp.CopyTo(attrs.PutEmpty(key))
+	}
+}
+
+// coerceNumber turns a numeric string into an int or double in place and
+// reports whether v now holds a number.
+func coerceNumber(v pcommon.Value) bool {
+	switch v.Type() {
+	case pcommon.ValueTypeInt, pcommon.ValueTypeDouble:
+		return true
+	case pcommon.ValueTypeStr:
+		s := strings.TrimSpace(v.Str())
+		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+			v.SetInt(n)
+			return true
+		}
+		if f, err := strconv.ParseFloat(s, 64); err == nil && !math.IsInf(f, 0) && !math.IsNaN(f) {
+			v.SetDouble(f)
+			return true
+		}
+	}
+	return false
+}
+
+// boundedFieldName keeps telemetry cardinality bounded: resource_usage fields
+// come from the data, so they are reported under one name.
+func boundedFieldName(k string) string {
+	if golden.IsResourceUsage(k) {
+		return golden.ResourceUsagePrefix + "*"
+	}
+	return k
+}
+
+// normalizeStage lowercases a stage and makes it a /-separated path:
+// "Model.Forward", "model:forward" and " model / forward " become "model/forward".
+func normalizeStage(s string) string {
+	if isStagePath(s) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	slash := false
+	for _, r := range s {
+		if r == '/' || r == '.' || r == ':' || r == '\\' || unicode.IsSpace(r) {
+			slash = b.Len() > 0
+			continue
+		}
+		if slash {
+			b.WriteByte('/')
+			slash = false
+		}
+		b.WriteRune(unicode.ToLower(r))
+	}
+	return b.String()
+}
+
+// sanitize replaces invalid UTF-8 and truncates values over the size limit.
+func (c *compiled) sanitize(v pcommon.Value, t *tally) {
+	s := v.Str()
+	fixed := s
+	if !utf8.ValidString(fixed) {
+		fixed = strings.ToValidUTF8(fixed, "\uFFFD")
+		t.sanitized[issueInvalidUTF8]++
+	}
+	if len(fixed) > c.cfg.Normalize.MaxValueBytes {
+		fixed = truncateUTF8(fixed, c.cfg.Normalize.MaxValueBytes)
+		t.sanitized[issueValueTruncated]++
+	}
+	if fixed != s {
+		v.SetStr(fixed)
+	}
+}
+
+// truncateUTF8 cuts s to at most n bytes without splitting a character.
+func truncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
