@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"sync"
@@ -21,6 +22,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 )
 
 // Sink holds what was received. The zero value is not usable: use Start.
@@ -38,6 +40,7 @@ type Sink struct {
 	traces  []ptrace.Traces
 	metrics []pmetric.Metrics
 	counts  Counts
+	tenants map[string]int // export requests by X-Scope-OrgID ("" when absent)
 	// keep=false counts records without storing them (benchmarks).
 	keep bool
 }
@@ -64,6 +67,7 @@ func Start(keep bool) (*Sink, error) {
 		HTTPEndpoint: httpLn.Addr().String(),
 		grpcServer:   grpc.NewServer(grpc.MaxRecvMsgSize(64 << 20)),
 		changed:      make(chan struct{}),
+		tenants:      map[string]int{},
 		keep:         keep,
 	}
 	plogotlp.RegisterGRPCServer(s.grpcServer, &logsServer{s: s})
@@ -114,6 +118,7 @@ func (s *Sink) serveHTTP(decode func([]byte) error) http.HandlerFunc {
 		}
 		body, err := io.ReadAll(r.Body)
 		if err == nil {
+			s.countTenant(r.Header.Get(tenantHeader))
 			err = decode(body)
 		}
 		if err != nil {
@@ -123,6 +128,33 @@ func (s *Sink) serveHTTP(decode func([]byte) error) http.HandlerFunc {
 		w.Header().Set("Content-Type", "application/x-protobuf")
 		w.WriteHeader(http.StatusOK)
 	}
+}
+
+// tenantHeader is how Loki, Tempo and Mimir name the tenant of a request.
+const tenantHeader = "X-Scope-OrgID"
+
+func (s *Sink) countTenant(tenant string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tenants[tenant]++
+}
+
+func (s *Sink) countGRPCTenant(ctx context.Context) {
+	tenant := ""
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		if values := md.Get(tenantHeader); len(values) > 0 {
+			tenant = values[0]
+		}
+	}
+	s.countTenant(tenant)
+}
+
+// Tenants returns the number of export requests received per X-Scope-OrgID
+// header value ("" for requests without one).
+func (s *Sink) Tenants() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.tenants)
 }
 
 func (s *Sink) addLogs(ld plog.Logs) {
@@ -233,7 +265,8 @@ type logsServer struct {
 	s *Sink
 }
 
-func (l *logsServer) Export(_ context.Context, req plogotlp.ExportRequest) (plogotlp.ExportResponse, error) {
+func (l *logsServer) Export(ctx context.Context, req plogotlp.ExportRequest) (plogotlp.ExportResponse, error) {
+	l.s.countGRPCTenant(ctx)
 	l.s.addLogs(req.Logs())
 	return plogotlp.NewExportResponse(), nil
 }
@@ -243,7 +276,8 @@ type tracesServer struct {
 	s *Sink
 }
 
-func (t *tracesServer) Export(_ context.Context, req ptraceotlp.ExportRequest) (ptraceotlp.ExportResponse, error) {
+func (t *tracesServer) Export(ctx context.Context, req ptraceotlp.ExportRequest) (ptraceotlp.ExportResponse, error) {
+	t.s.countGRPCTenant(ctx)
 	t.s.addTraces(req.Traces())
 	return ptraceotlp.NewExportResponse(), nil
 }
@@ -253,7 +287,8 @@ type metricsServer struct {
 	s *Sink
 }
 
-func (m *metricsServer) Export(_ context.Context, req pmetricotlp.ExportRequest) (pmetricotlp.ExportResponse, error) {
+func (m *metricsServer) Export(ctx context.Context, req pmetricotlp.ExportRequest) (pmetricotlp.ExportResponse, error) {
+	m.s.countGRPCTenant(ctx)
 	m.s.addMetrics(req.Metrics())
 	return pmetricotlp.NewExportResponse(), nil
 }

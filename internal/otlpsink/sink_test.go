@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 )
 
 func someLogs(n int) plog.Logs {
@@ -38,7 +39,8 @@ func TestSinkReceivesOverGRPCAndHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	if _, err := plogotlp.NewGRPCClient(conn).Export(ctx, plogotlp.NewExportRequestFromLogs(someLogs(3))); err != nil {
+	tenantCtx := metadata.AppendToOutgoingContext(ctx, "X-Scope-OrgID", "team-a")
+	if _, err := plogotlp.NewGRPCClient(conn).Export(tenantCtx, plogotlp.NewExportRequestFromLogs(someLogs(3))); err != nil {
 		t.Fatal(err)
 	}
 	td := ptrace.NewTraces()
@@ -74,6 +76,9 @@ func TestSinkReceivesOverGRPCAndHTTP(t *testing.T) {
 	}
 	if got.Requests != 3 || len(s.Logs()) != 2 || len(s.Traces()) != 1 {
 		t.Fatalf("counts %+v, kept %d logs and %d traces payloads", got, len(s.Logs()), len(s.Traces()))
+	}
+	if tenants := s.Tenants(); tenants["team-a"] != 1 || tenants[""] != 2 {
+		t.Fatalf("tenants %v, want one team-a request and two without a tenant", tenants)
 	}
 	if b := s.Logs()[0].ResourceLogs().At(0).ScopeLogs().At(0).LogRecords().At(0).Body().Str(); b != "hello" {
 		t.Fatalf("kept body %q", b)

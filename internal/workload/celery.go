@@ -49,11 +49,14 @@ func (g *Generator) celeryRequest(end time.Time, failing bool) *Request {
 	b := g.newBuild(end.Add(-total), total, "req-celery-"+g.uuid(), sc)
 	id := b.reqID
 	b.r.Truth.InputHash, b.r.Truth.Host = p.hash, worker.Host
+	if !failing {
+		b.r.Truth.ModelVer = baseModel // the model the task loads; a failing task never gets that far
+	}
 	l := &g.line
 
 	b.log(worker, 0, pyInfo, trace.SpanContext{}, l.reset().text("Task ").text(celeryTask).text("[").text(id).text("] received").String())
 	rootAttrs := []attribute.KeyValue{
-		attribute.String(golden.InputHash, p.hash), attribute.String("celery.task_name", celeryTask),
+		attribute.String("celery.task_name", celeryTask),
 		attribute.Float64(golden.CPUPercent, round1(cpu)), latency(total),
 	}
 	if failing {
@@ -63,14 +66,17 @@ func (g *Generator) celeryRequest(end time.Time, failing bool) *Request {
 	taskStart := b.span(worker, "celery/task_start", "celery/task_start", trace.SpanKindInternal, root, hop, hop+startDur,
 		attribute.Int64("celery.worker_pid", pid), attribute.Float64(golden.CPUPercent, round1(cpu)))
 	gpuMem := fwd.gpuMemMb // zero when failing: the task never gets the GPU
-	b.log(worker, hop+startDur, pyInfo, taskStart, l.reset().text("{").jsonStr("level", "INFO").jsonStr("logger", "tasks.batch").
-		jsonStr("msg", "task start").jsonStr(golden.Stage, "celery/task_start").jsonStr(golden.ReqID, id).jsonInt("worker_pid", pid).
-		jsonInt("concurrency", 8).jsonFloat("cpu_percent", cpu, 1).jsonInt("gpu_mem_mb", gpuMem).text("}").String())
+	l.reset().text("{").jsonStr("level", "INFO").jsonStr("logger", "tasks.batch").jsonStr("msg", "task start").
+		jsonStr(golden.Stage, "celery/task_start").jsonStr(golden.ReqID, id).jsonStr(golden.InputHash, p.hash)
+	if !failing {
+		l.jsonStr("model", baseModel)
+	}
+	b.log(worker, hop+startDur, pyInfo, taskStart, l.jsonInt("worker_pid", pid).jsonInt("concurrency", 8).
+		jsonFloat("cpu_percent", cpu, 1).jsonInt("gpu_mem_mb", gpuMem).text("}").String())
 
 	if !failing {
 		fwdAt := hop + startDur
 		b.span(worker, "model/forward", "model/forward", trace.SpanKindInternal, root, fwdAt, fwdAt+fwd.latency, fwd.attrs(baseModel)...)
-		b.r.Truth.ModelVer = baseModel
 		b.log(worker, total, pyInfo, trace.SpanContext{}, l.reset().text("Task ").text(celeryTask).text("[").text(id).
 			text("] succeeded in ").float(total.Seconds(), 2).text("s: None").String())
 		return b.r

@@ -76,7 +76,7 @@ func (g *Generator) gatewayRequest(end time.Time, sc Scenario) *Request {
 
 	root := b.span(gw, "POST "+chatRoute, "gateway/request", trace.SpanKindServer, trace.SpanContext{}, 0, gwEnd,
 		attribute.String("http.request.method", "POST"), attribute.String("http.route", chatRoute),
-		attribute.Int("http.response.status_code", 200), latency(gwEnd))
+		attribute.Int("http.response.status_code", 200), attribute.String("gen_ai.request.model", engine.Version), latency(gwEnd))
 	l.reset().text("{").jsonStr("level", "info").jsonStr("caller", "server/handler.go:88").jsonStr("msg", "received request").
 		jsonStr("request_id", id).jsonStr("method", "POST").jsonStr("path", chatRoute).jsonStr("tenant", tenant)
 	if rng.Float64() < 0.03 { // debug logging left on: the raw prompt leaks into the log
@@ -84,17 +84,17 @@ func (g *Generator) gatewayRequest(end time.Time, sc Scenario) *Request {
 	}
 	b.log(gw, hop/2, goInfo, root, l.text("}").String())
 
-	authSpan := b.span(t.auth, "auth/verify", "auth/verify", trace.SpanKindServer, root, authAt, authAt+authDur)
+	authSpan := b.span(t.auth, "auth/verify", "auth/verify", trace.SpanKindServer, root, authAt, authAt+authDur, latency(authDur))
 	if rng.Float64() < 0.5 {
 		b.log(t.auth, authAt+authDur/2, goDebug, authSpan, l.reset().kv("level", "debug").kv("msg", "token verified").
 			kv("x_request_id", id).kv("tenant", tenant).kv("scopes", "completions").String())
 	}
 
 	norm := b.span(pre, "preproc/normalize", "preproc/normalize", trace.SpanKindServer, root, normAt, normEnd,
-		attribute.String(golden.InputHash, p.hash), attribute.Int(golden.Tokens, p.tokens), latency(normEnd-normAt))
+		attribute.String("llm.model_name", engine.Version), attribute.Int(golden.Tokens, p.tokens), latency(normEnd-normAt))
 	if p.code {
 		b.span(t.analyzer, "code_syntax_analyzer/parse", "code_syntax_analyzer/parse", trace.SpanKindServer, norm,
-			normAt+normDur/2, normAt+normDur/2+codeDur, attribute.String("code.language", "python"))
+			normAt+normDur/2, normAt+normDur/2+codeDur, attribute.String("code.language", "python"), latency(codeDur))
 	}
 	b.log(pre, normEnd-hop, pyInfo, norm, l.reset().text("[").text(id).text("] normalized input tokens=").int(int64(p.tokens)).String())
 	if rng.Float64() < 0.01 { // a handled error: a red herring, the request still succeeds
@@ -106,7 +106,7 @@ func (g *Generator) gatewayRequest(end time.Time, sc Scenario) *Request {
 	// The engine's internals log outside the request's trace context.
 	l.reset().text("{").jsonStr("level", "INFO").jsonStr("logger", "engine.forward").jsonStr("msg", "forward done").
 		jsonStr(golden.Stage, "model/forward").jsonStr(golden.ReqID, id).jsonStr("model_name", engine.Version).
-		jsonInt("duration_ms", fwd.latency.Milliseconds()).jsonInt("input_tokens", int64(fwd.inTokens)).
+		jsonStr(golden.InputHash, p.hash).jsonInt("duration_ms", fwd.latency.Milliseconds()).jsonInt("input_tokens", int64(fwd.inTokens)).
 		jsonInt("output_tokens", int64(fwd.outTokens)).jsonInt("gpu_mem_mb", fwd.gpuMemMb)
 	if engine.Version != upgradedModel {
 		l.jsonStr("raw_output_hash", fwd.outputHash)
@@ -121,7 +121,8 @@ func (g *Generator) gatewayRequest(end time.Time, sc Scenario) *Request {
 	post := b.span(t.postproc, "postproc/filter", "postproc/filter", trace.SpanKindServer, root, postAt, postAt+postDur,
 		attribute.Int64("output_length", outLen), attribute.String("filter_reason", reason), latency(postDur))
 	b.log(t.postproc, postAt+postDur-hop, goInfo, post, l.reset().kv("level", "info").kv(golden.Stage, "postproc/filter").
-		kv(golden.ReqID, id).kvInt("output_length", outLen).kv("filter_reason", reason).String())
+		kv(golden.ReqID, id).kv(golden.ModelVer, engine.Version).kv(golden.InputHash, p.hash).kvInt("output_length", outLen).
+		kv("filter_reason", reason).kvFloat("duration_ms", round1(float64(postDur)/float64(time.Millisecond)), 1).String())
 
 	cache := b.span(t.cache, "cache/write", "cache/write", trace.SpanKindServer, root, cacheAt, cacheEnd, latency(cacheDur))
 	if rng.Float64() < 0.5 {
@@ -147,13 +148,14 @@ func (g *Generator) gatewayRequest(end time.Time, sc Scenario) *Request {
 	}
 	if withAudit {
 		at := cacheEnd + auditWait
-		audit := b.span(t.audit, "audit/record", "audit/record", trace.SpanKindConsumer, trace.SpanContext{}, at, at+auditDur)
+		audit := b.span(t.audit, "audit/record", "audit/record", trace.SpanKindConsumer, trace.SpanContext{}, at, at+auditDur, latency(auditDur))
 		b.log(t.audit, at+auditDur, pyInfo, audit, "audit record written",
-			attribute.String(golden.ReqID, id), attribute.String(golden.Stage, "audit/record"))
+			attribute.String(golden.ReqID, id), attribute.String(golden.Stage, "audit/record"), attribute.String(golden.InputHash, p.hash),
+			attribute.String("model", engine.Version), attribute.Float64("duration_ms", round1(float64(auditDur)/float64(time.Millisecond))))
 	}
 	if withAnalytics {
 		at := gwEnd + analyticsWait
-		b.span(t.analytics, "analytics/track", "analytics/track", trace.SpanKindConsumer, trace.SpanContext{}, at, at+analyticsDur)
+		b.span(t.analytics, "analytics/track", "analytics/track", trace.SpanKindConsumer, trace.SpanContext{}, at, at+analyticsDur, latency(analyticsDur))
 	}
 	if rng.Float64() < 0.6 {
 		b.noise(ms(g.uniform(0, float64(total)/float64(time.Millisecond))))

@@ -179,8 +179,12 @@ func (g *Generator) newBuild(start time.Time, total time.Duration, reqID string,
 	}}
 }
 
-// span adds a span from..to after the request start, with req_id and stage
-// first; an invalid parent starts a new trace. It returns the span's context.
+// span adds a span from..to after the request start, with the golden fields
+// first: req_id, stage, the request's input_hash and (unless attrs name the
+// model, canonically or by an alias, or no model serves the request) its
+// model_ver, all from the request's Truth. attrs must carry the span's
+// resource_usage facts. An invalid parent starts a new trace. It returns the
+// span's context.
 func (b *build) span(svc *Service, name, stage string, kind trace.SpanKind, parent trace.SpanContext, from, to time.Duration, attrs ...attribute.KeyValue) trace.SpanContext {
 	traceID := parent.TraceID()
 	if !parent.IsValid() {
@@ -188,8 +192,14 @@ func (b *build) span(svc *Service, name, stage string, kind trace.SpanKind, pare
 		b.r.Truth.TraceIDs = append(b.r.Truth.TraceIDs, traceID.String())
 	}
 	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: traceID, SpanID: b.g.spanID(), TraceFlags: trace.FlagsSampled})
-	all := make([]attribute.KeyValue, 0, 2+len(attrs))
+	all := make([]attribute.KeyValue, 0, 4+len(attrs))
 	all = append(all, attribute.String(golden.ReqID, b.reqID), attribute.String(golden.Stage, stage))
+	if h := b.r.Truth.InputHash; h != "" {
+		all = append(all, attribute.String(golden.InputHash, h))
+	}
+	if v := b.r.Truth.ModelVer; v != "" && !namesModel(attrs) {
+		all = append(all, attribute.String(golden.ModelVer, v))
+	}
 	b.r.Spans = append(b.r.Spans, Span{Service: svc, Name: name, Kind: kind, Context: sc, Parent: parent,
 		Start: b.start.Add(from), End: b.start.Add(to), Attrs: append(all, attrs...)})
 	b.r.Truth.Spans++
@@ -206,6 +216,27 @@ func (b *build) log(svc *Service, at time.Duration, lv level, sc trace.SpanConte
 	} else {
 		b.r.Truth.NoiseLogs++
 	}
+}
+
+// modelKeys are the attribute names that carry model_ver: the canonical one and its aliases.
+var modelKeys = func() map[attribute.Key]bool {
+	keys := map[attribute.Key]bool{golden.ModelVer: true}
+	for alias, canonical := range golden.DefaultAliases() {
+		if canonical == golden.ModelVer {
+			keys[attribute.Key(alias)] = true
+		}
+	}
+	return keys
+}()
+
+// namesModel reports whether attrs already carry the model, under any of its names.
+func namesModel(attrs []attribute.KeyValue) bool {
+	for _, kv := range attrs {
+		if modelKeys[kv.Key] {
+			return true
+		}
+	}
+	return false
 }
 
 func (b *build) carriesReqID(body string, attrs []attribute.KeyValue) bool {

@@ -135,8 +135,11 @@ func (c *compiled) normalize(attrs pcommon.Map, sc *scratch, t *tally) {
 }
 
 // copyAliases copies alias values to their canonical names; a canonical name
-// already present wins over its aliases. The aliases go in removeAttributes.
+// already present wins over its aliases, and of several aliases of one name the
+// first in name order wins, whatever order the attributes came in. The aliases
+// go in removeAttributes.
 func (c *compiled) copyAliases(attrs pcommon.Map, sc *scratch) {
+	slices.Sort(sc.aliases)
 	for _, alias := range sc.aliases {
 		role := c.fields[alias]
 		if _, exists := attrs.Get(role.canonical); !exists {

@@ -28,8 +28,8 @@ func TestNormalization(t *testing.T) {
 			absent: []string{"request_id"},
 		},
 		{
-			name:   "x_request_id and llm.request_id",
-			attrs:  map[string]any{"x_request_id": "req-1715234890123-a1b2c3", "llm.request_id": "ignored"},
+			name:   "of several aliases the first in name order wins",
+			attrs:  map[string]any{"x_request_id": "ignored", "llm.request_id": "req-1715234890123-a1b2c3"},
 			want:   map[string]any{golden.ReqID: "req-1715234890123-a1b2c3"},
 			absent: []string{"x_request_id", "llm.request_id"},
 		},

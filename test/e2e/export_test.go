@@ -1,0 +1,171 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/golang/snappy"
+	"github.com/grafana/loki/pkg/push"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/loom-otel/loom/internal/golden"
+	"github.com/loom-otel/loom/internal/otlpsink"
+	"github.com/loom-otel/loom/internal/workload"
+)
+
+// lokiPushes is a Loki push endpoint as documented: snappy-compressed protobuf
+// PushRequests on /loki/api/v1/push, answered 204.
+type lokiPushes struct {
+	t       *testing.T
+	mu      sync.Mutex
+	tenants map[string]int
+	entries []lokiEntry
+}
+
+type lokiEntry struct {
+	labels   string
+	metadata map[string]string
+}
+
+func (l *lokiPushes) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	var req push.PushRequest
+	if err == nil && (r.URL.Path != "/loki/api/v1/push" || r.Header.Get("Content-Type") != "application/x-protobuf") {
+		err = fmt.Errorf("not a Loki protobuf push: %s %s", r.URL.Path, r.Header.Get("Content-Type"))
+	}
+	if err == nil {
+		var raw []byte
+		if raw, err = snappy.Decode(nil, body); err == nil {
+			err = req.Unmarshal(raw)
+		}
+	}
+	if err != nil {
+		l.t.Errorf("loki push: %v", err)
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.tenants[r.Header.Get("X-Scope-OrgID")]++
+	for _, stream := range req.Streams {
+		for _, e := range stream.Entries {
+			md := map[string]string{}
+			for _, kv := range e.StructuredMetadata {
+				md[kv.Name] = kv.Value
+			}
+			l.entries = append(l.entries, lokiEntry{labels: stream.Labels, metadata: md})
+		}
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (l *lokiPushes) snapshot() (map[string]int, []lokiEntry) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps.Clone(l.tenants), append([]lokiEntry(nil), l.entries...)
+}
+
+// TestLokiAndTempoFindEveryRecordByReqID sends the S1–S3 mix through the default
+// pipeline with the loki and tempo exporters added, and checks that Loki's
+// structured metadata and Tempo's span attributes find every record of every
+// request by its req_id, while stream labels stay bounded.
+func TestLokiAndTempoFindEveryRecordByReqID(t *testing.T) {
+	loki := &lokiPushes{t: t, tenants: map[string]int{}}
+	lokiServer := httptest.NewServer(loki)
+	defer lokiServer.Close()
+	tempo, err := otlpsink.Start(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tempo.Close()
+
+	col := startCollector(t, "distribution/config.yaml", func(cfg map[string]any) {
+		tenant := map[string]any{"default": "loom-e2e"}
+		exporters := mapAt(cfg, "exporters")
+		exporters["loki"] = map[string]any{"endpoint": lokiServer.URL, "tenant": tenant}
+		exporters["tempo"] = map[string]any{"endpoint": tempo.GRPCEndpoint, "tls": map[string]any{"insecure": true}, "tenant": tenant}
+		for pipeline, exporter := range map[string]string{"logs": "loki", "traces": "tempo"} {
+			p := mapAt(cfg, "service", "pipelines", pipeline)
+			p["exporters"] = append(p["exporters"].([]any), exporter)
+		}
+	})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var truthFile strings.Builder
+	sent, err := workload.Run(ctx, workload.Config{
+		Scenarios: []workload.Scenario{workload.S1, workload.S2, workload.S3},
+		Affected:  0.12,
+		Requests:  1000,
+		Seed:      7,
+	}, workload.Target{Endpoint: col.endpoints["receivers.otlp.protocols.grpc.endpoint"], Protocol: workload.GRPC, Insecure: true}, &truthFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	truths := readTruth(t, []byte(truthFile.String()))
+
+	if _, err := tempo.WaitFor(ctx, time.Minute, 0, func(c otlpsink.Counts) bool { return c.Spans >= sent.Spans }); err != nil {
+		t.Fatalf("tempo: %v\ncollector log:\n%s", err, col.log())
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		_, entries := loki.snapshot()
+		if len(entries) >= sent.Logs || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(time.Second) // anything more would be a duplicate
+
+	tenants, entries := loki.snapshot()
+	if len(tenants) != 1 || tenants["loom-e2e"] == 0 {
+		t.Errorf("loki pushes by tenant %v, want all for loom-e2e", tenants)
+	}
+	entriesByReq := map[string]int{}
+	labelSets := map[string]bool{}
+	for _, e := range entries {
+		labelSets[e.labels] = true
+		if strings.Contains(e.labels, golden.ReqID) || strings.Contains(e.labels, "req-") {
+			t.Fatalf("a request id reached the stream labels: %s", e.labels)
+		}
+		if id, ok := e.metadata[golden.ReqID]; ok {
+			entriesByReq[id]++
+		}
+	}
+	// service_name × level, plus the drift records' stream.
+	if len(labelSets) > 40 {
+		t.Errorf("%d distinct label sets for %d entries: labels are not bounded", len(labelSets), len(entries))
+	}
+
+	if tt := tempo.Tenants(); len(tt) != 1 || tt["loom-e2e"] == 0 {
+		t.Errorf("tempo exports by tenant %v, want all for loom-e2e", tt)
+	}
+	spansByReq := map[string]int{}
+	for _, td := range tempo.Traces() {
+		forEachSpan(td, func(span ptrace.Span) {
+			if id, ok := span.Attributes().Get(golden.ReqID); ok {
+				spansByReq[id.Str()]++
+			}
+		})
+	}
+
+	for _, tr := range truths {
+		if entriesByReq[tr.ReqID] != tr.Logs {
+			t.Errorf("loki: %d entries carry req_id=%s in structured metadata, %d records of it were sent", entriesByReq[tr.ReqID], tr.ReqID, tr.Logs)
+		}
+		if spansByReq[tr.ReqID] != tr.Spans {
+			t.Errorf("tempo: %d spans carry span.req_id=%s, %d were sent", spansByReq[tr.ReqID], tr.ReqID, tr.Spans)
+		}
+	}
+	t.Logf("loki: %d entries in %d streams; tempo: %d spans", len(entries), len(labelSets), tempo.Counts().Spans)
+}
