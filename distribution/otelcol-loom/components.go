@@ -6,6 +6,7 @@ import (
 	lokiexporter "github.com/loom-otel/loom/exporter/lokiexporter"
 	tempoexporter "github.com/loom-otel/loom/exporter/tempoexporter"
 	goldenfieldprocessor "github.com/loom-otel/loom/processor/goldenfieldprocessor"
+	reqidstitchprocessor "github.com/loom-otel/loom/processor/reqidstitchprocessor"
 	countconnector "github.com/open-telemetry/opentelemetry-collector-contrib/connector/countconnector"
 	spanmetricsconnector "github.com/open-telemetry/opentelemetry-collector-contrib/connector/spanmetricsconnector"
 	fileexporter "github.com/open-telemetry/opentelemetry-collector-contrib/exporter/fileexporter"
@@ -146,6 +147,7 @@ func components() (otelcol.Factories, error) {
 		tailsamplingprocessor.NewFactory(),
 		transformprocessor.NewFactory(),
 		goldenfieldprocessor.NewFactory(),
+		reqidstitchprocessor.NewFactory(),
 	)
 	if err != nil {
 		return otelcol.Factories{}, err
@@ -161,6 +163,7 @@ func components() (otelcol.Factories, error) {
 		tailsamplingprocessor.NewFactory().Type():      "github.com/open-telemetry/opentelemetry-collector-contrib/processor/tailsamplingprocessor v0.161.0",
 		transformprocessor.NewFactory().Type():         "github.com/open-telemetry/opentelemetry-collector-contrib/processor/transformprocessor v0.161.0",
 		goldenfieldprocessor.NewFactory().Type():       "github.com/loom-otel/loom v0.0.0",
+		reqidstitchprocessor.NewFactory().Type():       "github.com/loom-otel/loom v0.0.0",
 	})
 
 	factories.Connectors, err = otelcol.MakeFactoryMap[connector.Factory](

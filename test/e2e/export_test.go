@@ -125,7 +125,7 @@ func TestLokiAndTempoFindEveryRecordByReqID(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	time.Sleep(time.Second) // anything more would be a duplicate
+	time.Sleep(3 * time.Second) // longer than reqidstitch holds a record; anything more would be a duplicate
 
 	tenants, entries := loki.snapshot()
 	if len(tenants) != 1 || tenants["loom-e2e"] == 0 {

@@ -43,9 +43,10 @@ func runThroughGoldenfield(t *testing.T, cfg workload.Config, action string) gol
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Wait until nothing more arrives: with drop, fewer records come out than went in.
+	// Wait until nothing more arrives for longer than reqidstitch holds records
+	// (2s): with drop, fewer records come out than went in.
 	var last otlpsink.Counts
-	for stable := 0; stable < 10; {
+	for stable := 0; stable < 15; {
 		time.Sleep(200 * time.Millisecond)
 		if now := sink.Counts(); now == last {
 			stable++

@@ -87,7 +87,7 @@ func TestDefaultPipelineDeliversEveryRecordOnce(t *testing.T) {
 				t.Fatalf("ground truth has %d requests, summary %d, want 1500", len(truths), sent.Requests)
 			}
 
-			got, err := sink.WaitFor(ctx, time.Minute, 2*time.Second, func(c otlpsink.Counts) bool {
+			got, err := sink.WaitFor(ctx, time.Minute, 3*time.Second, func(c otlpsink.Counts) bool {
 				return c.LogRecords >= sent.Logs && c.Spans >= sent.Spans
 			})
 			if err != nil {

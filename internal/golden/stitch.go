@@ -1,0 +1,18 @@
+package golden
+
+// Stitching and causal-edge attributes (ARCHITECTURE.md §5): how a record tells
+// the event graph which edges start from it.
+const (
+	// CausalParents lists the causes found by causal rules, each "{event.id of the cause}:{edge type}".
+	CausalParents = "causal.parents"
+	// CausalRules lists, entry by entry with CausalParents, the rule that found each cause.
+	CausalRules = "causal.rules"
+	// StitchDetached is true on a record of detached work: its trace is not the
+	// primary trace of its request (async workers, sub-services that start new traces).
+	StitchDetached = "stitch.detached"
+	// StitchAsyncOf is, on a detached record, the event.id of its request's primary
+	// root span: the target of the record's ASYNC_OF edge.
+	StitchAsyncOf = "stitch.async_of"
+	// GPUID names the GPU a record ran on, for joins by host.name and GPU.
+	GPUID = "gpu.id"
+)

@@ -1,0 +1,191 @@
+package reqidstitchprocessor
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/processor"
+	"go.opentelemetry.io/collector/processor/processorhelper"
+	"go.opentelemetry.io/collector/processor/processortest"
+
+	"github.com/loom-otel/loom/internal/workload"
+	"github.com/loom-otel/loom/processor/reqidstitchprocessor/internal/metadata"
+)
+
+// mixSource generates the S1–S3 mix without end, a chunk at a time.
+type mixSource struct {
+	gen     *workload.Generator
+	batches mixBatches
+	n       int
+}
+
+func newMixSource(tb testing.TB) *mixSource {
+	gen, err := workload.NewGenerator(workload.Config{
+		Scenarios: []workload.Scenario{workload.S1, workload.S2, workload.S3},
+		Affected:  0.12, Duration: time.Hour, Seed: 1,
+	})
+	require.NoError(tb, err)
+	return &mixSource{gen: gen}
+}
+
+func (m *mixSource) next(requests int) (ptrace.Traces, plog.Logs) {
+	reqs := make([]*mixRequest, requests)
+	for i := range reqs {
+		m.n++
+		r := &mixRequest{Request: m.gen.Next(t0.Add(time.Duration(m.n) * 2 * time.Millisecond)), tid: int64(m.n)}
+		for _, s := range r.Spans {
+			if s.Name == "model/forward" {
+				r.gpuEvents = append(r.gpuEvents, gpuEventDuring(s, r.tid))
+			}
+		}
+		reqs[i] = r
+	}
+	return m.batches.build(reqs)
+}
+
+// pipeline is a logs and a traces processor, as a collector runs them.
+type pipeline struct {
+	logs   processor.Logs
+	traces processor.Traces
+}
+
+func (p pipeline) consume(tb testing.TB, td ptrace.Traces, ld plog.Logs) {
+	ctx := context.Background()
+	require.NoError(tb, p.traces.ConsumeTraces(ctx, td))
+	require.NoError(tb, p.logs.ConsumeLogs(ctx, ld))
+}
+
+func startPipeline(tb testing.TB, f processor.Factory, cfg component.Config) pipeline {
+	ctx := context.Background()
+	set := processortest.NewNopSettings(f.Type())
+	logs, err := f.CreateLogs(ctx, set, cfg, consumertest.NewNop())
+	require.NoError(tb, err)
+	traces, err := f.CreateTraces(ctx, set, cfg, consumertest.NewNop())
+	require.NoError(tb, err)
+	require.NoError(tb, logs.Start(ctx, componenttest.NewNopHost()))
+	require.NoError(tb, traces.Start(ctx, componenttest.NewNopHost()))
+	tb.Cleanup(func() {
+		require.NoError(tb, logs.Shutdown(ctx))
+		require.NoError(tb, traces.Shutdown(ctx))
+	})
+	return pipeline{logs: logs, traces: traces}
+}
+
+// passthroughFactory is the pipeline without the processor: a processor that
+// passes every batch on as it is, through the same processorhelper plumbing.
+func passthroughFactory() processor.Factory {
+	return processor.NewFactory(metadata.Type, createDefaultConfig,
+		processor.WithLogs(func(ctx context.Context, set processor.Settings, cfg component.Config, next consumer.Logs) (processor.Logs, error) {
+			return processorhelper.NewLogs(ctx, set, cfg, next, func(_ context.Context, ld plog.Logs) (plog.Logs, error) { return ld, nil }, mutatesData)
+		}, metadata.LogsStability),
+		processor.WithTraces(func(ctx context.Context, set processor.Settings, cfg component.Config, next consumer.Traces) (processor.Traces, error) {
+			return processorhelper.NewTraces(ctx, set, cfg, next, func(_ context.Context, td ptrace.Traces) (ptrace.Traces, error) { return td, nil }, mutatesData)
+		}, metadata.TracesStability))
+}
+
+// benchPool is the generator's mix as a collector receives it: OTLP protobuf,
+// chunkRequests requests (about 1,300 spans and log records) per chunk.
+type benchPool struct {
+	traces, logs [][]byte
+	records      []int
+}
+
+const (
+	chunkRequests = 100
+	poolChunks    = 40
+	// benchMaxRequests is below the pool's 4,000 requests: each request is
+	// evicted before the pool comes round to it again, so that every request is
+	// new to the index, as in live traffic.
+	benchMaxRequests = 2000
+)
+
+func newBenchPool(tb testing.TB) *benchPool {
+	src := newMixSource(tb)
+	p := &benchPool{}
+	for range poolChunks {
+		td, ld := src.next(chunkRequests)
+		traces, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
+		require.NoError(tb, err)
+		logs, err := (&plog.ProtoMarshaler{}).MarshalLogs(ld)
+		require.NoError(tb, err)
+		p.traces, p.logs = append(p.traces, traces), append(p.logs, logs)
+		p.records = append(p.records, td.SpanCount()+ld.LogRecordCount())
+	}
+	return p
+}
+
+// BenchmarkStitch runs the pipeline without the processor and with it, side
+// by side: each operation unmarshals one chunk of the mix, as a receiver
+// would, and passes its traces, then its logs, through the pipeline.
+func BenchmarkStitch(b *testing.B) {
+	pool := newBenchPool(b)
+	for _, v := range []struct {
+		name    string
+		factory processor.Factory
+	}{
+		{"baseline-passthrough", passthroughFactory()},
+		{"reqidstitch", NewFactory()},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			cfg := v.factory.CreateDefaultConfig().(*Config)
+			cfg.MaxRequests = benchMaxRequests
+			p := startPipeline(b, v.factory, cfg)
+			records, i := 0, 0
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			for b.Loop() {
+				td, err := (&ptrace.ProtoUnmarshaler{}).UnmarshalTraces(pool.traces[i%poolChunks])
+				require.NoError(b, err)
+				ld, err := (&plog.ProtoUnmarshaler{}).UnmarshalLogs(pool.logs[i%poolChunks])
+				require.NoError(b, err)
+				p.consume(b, td, ld)
+				records += pool.records[i%poolChunks]
+				i++
+			}
+			runtime.ReadMemStats(&after)
+			b.ReportMetric(float64(records)/b.Elapsed().Seconds(), "records/s")
+			b.ReportMetric(float64(after.Mallocs-before.Mallocs)/float64(records), "allocs/record")
+		})
+	}
+}
+
+// TestIndexMemoryPerRequest measures the binding index's heap per tracked
+// request on the generator's mix (GPU attribution and rules off: their state
+// is bounded apart, by process and by join key).
+func TestIndexMemoryPerRequest(t *testing.T) {
+	if testing.Short() {
+		t.Skip("memory measurement")
+	}
+	const requests = 20_000
+	f := NewFactory()
+	cfg := f.CreateDefaultConfig().(*Config)
+	cfg.GPUAttribution.Enabled = false
+	cfg.Rules = nil
+	p := startPipeline(t, f, cfg)
+	src := newMixSource(t)
+	// Warm up: the first requests teach the index which services log without trace context.
+	td, ld := src.next(100)
+	p.consume(t, td, ld)
+
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for range requests / 100 {
+		td, ld := src.next(100)
+		p.consume(t, td, ld)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	perRequest := float64(after.HeapAlloc-before.HeapAlloc) / requests
+	t.Logf("index heap per tracked request: %.0f bytes", perRequest)
+	require.Less(t, perRequest, 340.0, "bytes per tracked request (target 300)")
+}

@@ -1,0 +1,262 @@
+package reqidstitchprocessor // import "github.com/loom-otel/loom/processor/reqidstitchprocessor"
+
+import (
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+
+	"github.com/loom-otel/loom/internal/golden"
+)
+
+// stitchLogs stitches a batch of log records in place. A record that waits for
+// a binding is offered to hold (nil: no hold) as a batch of its own and, when
+// taken, removed from ld. The caller holds s.mu.
+func (s *stitcher) stitchLogs(ld plog.Logs, now int64, hold func(plog.Logs) bool) {
+	rls := ld.ResourceLogs()
+	for i := 0; i < rls.Len(); i++ {
+		rl := rls.At(i)
+		o := s.origin(rl.Resource())
+		sls := rl.ScopeLogs()
+		for j := 0; j < sls.Len(); j++ {
+			sl := sls.At(j)
+			sl.LogRecords().RemoveIf(func(lr plog.LogRecord) bool {
+				event := logEventID(rl, sl, lr)
+				if s.stitchLog(o, rl, sl, lr, now) && hold != nil && hold(parkLog(rl, sl, lr)) {
+					s.rules.applyLog(rl, sl, lr, event, causeOnly)
+					return true
+				}
+				s.rules.applyLog(rl, sl, lr, event, effectAndCause)
+				return false
+			})
+		}
+	}
+}
+
+func logEventID(rl plog.ResourceLogs, sl plog.ScopeLogs, lr plog.LogRecord) golden.EventHash {
+	return ensureEventID(lr.Attributes(), func() golden.EventHash {
+		return golden.LogEventHash(rl.Resource(), sl.Scope(), lr)
+	})
+}
+
+// stitchLog binds and fills one log record; it reports whether the record
+// waits for a binding the index does not have yet.
+func (s *stitcher) stitchLog(o origin, rl plog.ResourceLogs, sl plog.ScopeLogs, lr plog.LogRecord, now int64) bool {
+	attrs := lr.Attributes()
+	id, hasID := reqIDOf(attrs)
+	trace := lr.TraceID()
+	var r *request
+	switch {
+	case hasID && id == "":
+		return false
+	case hasID && !trace.IsEmpty():
+		if r = s.index.getOrAdd(id, now); r != nil {
+			s.index.bind(r, trace)
+		}
+	case hasID:
+		s.services.markLogsNoContext(o.service)
+		if r = s.index.get(id, now); r == nil || !s.fillTraceContext(r, o.service, lr) {
+			return true
+		}
+	case !trace.IsEmpty():
+		if r = s.index.byTraceID(trace, now); r == nil {
+			return true
+		}
+		attrs.PutStr(golden.ReqID, r.id)
+		s.tally.filled[filledReqID]++
+	case s.isGPUEvent(o, rl, sl, lr):
+		var wait bool
+		if r, wait = s.attributeGPUEvent(o, lr, now); r == nil {
+			return wait
+		}
+	default:
+		return false
+	}
+	s.markDetached(r, lr.TraceID(), attrs)
+	return false
+}
+
+// fillTraceContext gives a log record the trace context of the request's span
+// of the same service that covers it, else of the primary root.
+func (s *stitcher) fillTraceContext(r *request, svc serviceID, lr plog.LogRecord) bool {
+	if ref, ok := r.cover(svc, logTime(lr)); ok {
+		lr.SetTraceID(r.traces[ref.trace])
+		lr.SetSpanID(ref.span)
+	} else if r.hasPrimary() {
+		lr.SetTraceID(r.primaryTrace())
+		lr.SetSpanID(r.rootSpan)
+	} else {
+		return false
+	}
+	s.tally.filled[filledTraceContext]++
+	return true
+}
+
+func logTime(lr plog.LogRecord) pcommon.Timestamp {
+	if ts := lr.Timestamp(); ts != 0 {
+		return ts
+	}
+	return lr.ObservedTimestamp()
+}
+
+// parkLog copies a record, with its resource and scope, into a batch of its own.
+func parkLog(rl plog.ResourceLogs, sl plog.ScopeLogs, lr plog.LogRecord) plog.Logs {
+	ld := plog.NewLogs()
+	prl := ld.ResourceLogs().AppendEmpty()
+	rl.Resource().CopyTo(prl.Resource())
+	prl.SetSchemaUrl(rl.SchemaUrl())
+	psl := prl.ScopeLogs().AppendEmpty()
+	sl.Scope().CopyTo(psl.Scope())
+	psl.SetSchemaUrl(sl.SchemaUrl())
+	lr.CopyTo(psl.LogRecords().AppendEmpty())
+	return ld
+}
+
+// restitchLog retries the binding of a parked record.
+func (s *stitcher) restitchLog(ld plog.Logs, now int64) bool {
+	rl := ld.ResourceLogs().At(0)
+	sl := rl.ScopeLogs().At(0)
+	return s.stitchLog(s.origin(rl.Resource()), rl, sl, sl.LogRecords().At(0), now)
+}
+
+// releaseLog applies the causal rules to a parked record on its way out.
+func (s *stitcher) releaseLog(ld plog.Logs) {
+	rl := ld.ResourceLogs().At(0)
+	sl := rl.ScopeLogs().At(0)
+	lr := sl.LogRecords().At(0)
+	s.rules.applyLog(rl, sl, lr, logEventID(rl, sl, lr), effectAndCause)
+}
+
+// stitchSpans stitches a batch of spans in place, like stitchLogs. It makes two
+// passes: the first binds every span that carries a req_id, so that the
+// batch's roots and traces are known before any span is filled or marked.
+func (s *stitcher) stitchSpans(td ptrace.Traces, now int64, hold func(ptrace.Traces) bool) {
+	s.spanScratch = s.spanScratch[:0]
+	rss := td.ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		rs := rss.At(i)
+		o := s.origin(rs.Resource())
+		sss := rs.ScopeSpans()
+		for j := 0; j < sss.Len(); j++ {
+			ss := sss.At(j)
+			spans := ss.Spans()
+			for k := 0; k < spans.Len(); k++ {
+				span := spans.At(k)
+				event := spanEventID(rs, ss, span)
+				var r *request
+				if id, _ := reqIDOf(span.Attributes()); id != "" {
+					if r = s.index.getOrAdd(id, now); r != nil {
+						s.observeSpan(o, span, r, event)
+					}
+				}
+				s.spanScratch = append(s.spanScratch, boundSpan{r: r, event: event})
+			}
+		}
+	}
+	next := 0
+	for i := 0; i < rss.Len(); i++ {
+		rs := rss.At(i)
+		o := s.origin(rs.Resource())
+		sss := rs.ScopeSpans()
+		for j := 0; j < sss.Len(); j++ {
+			ss := sss.At(j)
+			ss.Spans().RemoveIf(func(span ptrace.Span) bool {
+				b := s.spanScratch[next]
+				next++
+				if s.stitchSpan(o, span, b.r, b.event, now) && hold != nil && hold(parkSpan(rs, ss, span)) {
+					s.rules.applySpan(rs, ss, span, b.event, causeOnly)
+					return true
+				}
+				s.rules.applySpan(rs, ss, span, b.event, effectAndCause)
+				return false
+			})
+		}
+	}
+	clear(s.spanScratch) // no request stays reachable from the scratch
+}
+
+// boundSpan is what the first pass over a span batch leaves for the second.
+type boundSpan struct {
+	r     *request // nil when the span carries no usable req_id
+	event golden.EventHash
+}
+
+func spanEventID(rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, span ptrace.Span) golden.EventHash {
+	return ensureEventID(span.Attributes(), func() golden.EventHash {
+		return golden.SpanEventHash(rs.Resource(), ss.Scope(), span)
+	})
+}
+
+// observeSpan records what a span of request r tells: its trace, whether it
+// is the primary root, and its time window for filling logs and GPU events.
+func (s *stitcher) observeSpan(o origin, span ptrace.Span, r *request, event golden.EventHash) {
+	ti := s.index.bind(r, span.TraceID())
+	if ti < 0 {
+		return
+	}
+	if span.ParentSpanID().IsEmpty() {
+		s.index.observeRoot(r, ti, span.SpanID(), span.StartTimestamp(), event)
+	}
+	// The primary root is remembered anyway, and is what a log falls back to.
+	isPrimaryRoot := r.primary == int8(ti) && r.rootSpan == span.SpanID()
+	if s.services.keepsSpans(o.service) && !isPrimaryRoot {
+		s.index.keep(r, newSpanRef(span.StartTimestamp(), span.EndTimestamp(), span.SpanID(), o.service, ti))
+	}
+	if s.gpu != nil && o.pid != 0 {
+		s.gpu.observe(procKey{host: o.host, pid: o.pid}, gpuSpan{
+			start: span.StartTimestamp(), end: span.EndTimestamp(),
+			tid:   intAttr(span.Attributes(), string(semconv.ThreadIDKey)),
+			reqID: r.id, trace: span.TraceID(), span: span.SpanID(),
+		})
+	}
+}
+
+// stitchSpan fills and marks one span; r is its request when the first pass
+// bound it. It reports whether the span waits for a binding.
+func (s *stitcher) stitchSpan(o origin, span ptrace.Span, r *request, event golden.EventHash, now int64) bool {
+	attrs := span.Attributes()
+	if r == nil {
+		trace := span.TraceID()
+		if _, hasID := reqIDOf(attrs); hasID || trace.IsEmpty() {
+			return false
+		}
+		if r = s.index.byTraceID(trace, now); r == nil {
+			return true
+		}
+		attrs.PutStr(golden.ReqID, r.id)
+		s.tally.filled[filledReqID]++
+		s.observeSpan(o, span, r, event)
+	}
+	if s.markDetached(r, span.TraceID(), attrs) {
+		link := span.Links().AppendEmpty()
+		link.SetTraceID(r.primaryTrace())
+		link.SetSpanID(r.rootSpan)
+	}
+	return false
+}
+
+func parkSpan(rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, span ptrace.Span) ptrace.Traces {
+	td := ptrace.NewTraces()
+	prs := td.ResourceSpans().AppendEmpty()
+	rs.Resource().CopyTo(prs.Resource())
+	prs.SetSchemaUrl(rs.SchemaUrl())
+	pss := prs.ScopeSpans().AppendEmpty()
+	ss.Scope().CopyTo(pss.Scope())
+	pss.SetSchemaUrl(ss.SchemaUrl())
+	span.CopyTo(pss.Spans().AppendEmpty())
+	return td
+}
+
+func (s *stitcher) restitchSpan(td ptrace.Traces, now int64) bool {
+	rs := td.ResourceSpans().At(0)
+	ss := rs.ScopeSpans().At(0)
+	span := ss.Spans().At(0)
+	return s.stitchSpan(s.origin(rs.Resource()), span, nil, spanEventID(rs, ss, span), now)
+}
+
+func (s *stitcher) releaseSpan(td ptrace.Traces) {
+	rs := td.ResourceSpans().At(0)
+	ss := rs.ScopeSpans().At(0)
+	span := ss.Spans().At(0)
+	s.rules.applySpan(rs, ss, span, spanEventID(rs, ss, span), effectAndCause)
+}

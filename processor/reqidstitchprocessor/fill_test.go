@@ -1,0 +1,210 @@
+package reqidstitchprocessor
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/loom-otel/loom/internal/golden"
+)
+
+const reqA, reqB = "req-1746792000000-aaaaaa", "req-1746792000000-bbbbbb"
+
+// request A: a gateway root in trace 1 with a model child span.
+var (
+	rootA  = rec{service: "gateway", trace: traceID(1), span: spanID(1), at: t0, end: t0.Add(time.Second), name: "POST /v1/chat", attrs: reqIDAttr(reqA)}
+	modelA = rec{service: "model", trace: traceID(1), span: spanID(2), parent: spanID(1), at: t0.Add(100 * time.Millisecond), end: t0.Add(900 * time.Millisecond), name: "model/forward", attrs: reqIDAttr(reqA)}
+)
+
+func TestLogWithReqIDGetsTraceContext(t *testing.T) {
+	h := newHarness(t, nil)
+	h.consumeTraces(tracesOf(rootA, modelA))
+	// The engine logs outside any span, with the req_id in its body (now an attribute).
+	h.consumeLogs(logsOf(rec{service: "model", at: t0.Add(500 * time.Millisecond), name: "forward done", attrs: reqIDAttr(reqA)}))
+
+	logs := h.outLogs()
+	require.Len(t, logs, 1)
+	// The model's spans were not kept before it was seen logging without context: the primary root.
+	assert.Equal(t, traceID(1), logs[0].TraceID())
+	assert.Equal(t, spanID(1), logs[0].SpanID())
+	assert.Equal(t, int64(1), h.counter("processor_reqidstitch_records_filled", "direction", "trace_context"))
+
+	// Now that it is known to log without context, its spans are kept: the covering span wins.
+	modelB := modelA
+	modelB.trace, modelB.span, modelB.parent, modelB.attrs = traceID(2), spanID(4), spanID(3), reqIDAttr(reqB)
+	rootB := rootA
+	rootB.trace, rootB.span, rootB.attrs = traceID(2), spanID(3), reqIDAttr(reqB)
+	h.consumeTraces(tracesOf(rootB, modelB))
+	h.consumeLogs(logsOf(
+		rec{service: "model", at: t0.Add(500 * time.Millisecond), name: "forward done", attrs: reqIDAttr(reqB)},
+		// Outside the model span: the root.
+		rec{service: "model", at: t0.Add(950 * time.Millisecond), name: "late", attrs: reqIDAttr(reqB)},
+	))
+	logs = h.outLogs()[1:]
+	require.Len(t, logs, 2)
+	assert.Equal(t, traceID(2), logs[0].TraceID())
+	assert.Equal(t, spanID(4), logs[0].SpanID())
+	assert.Equal(t, spanID(3), logs[1].SpanID())
+}
+
+func TestRecordWithTraceGetsReqID(t *testing.T) {
+	h := newHarness(t, nil)
+	h.consumeTraces(tracesOf(rootA))
+	child := rec{service: "auth", trace: traceID(1), span: spanID(5), parent: spanID(1), at: t0, end: t0.Add(time.Millisecond), name: "auth/verify"}
+	h.consumeTraces(tracesOf(child))
+	h.consumeLogs(logsOf(rec{service: "auth", trace: traceID(1), span: spanID(5), at: t0, name: "token verified"}))
+
+	spans := h.outSpans()
+	require.Len(t, spans, 2)
+	assert.Equal(t, reqA, str(spans[1].Attributes(), golden.ReqID))
+	logs := h.outLogs()
+	require.Len(t, logs, 1)
+	assert.Equal(t, reqA, str(logs[0].Attributes(), golden.ReqID))
+	assert.Equal(t, int64(2), h.counter("processor_reqidstitch_records_filled", "direction", "req_id"))
+}
+
+func TestReqIDFilledWithinOneBatch(t *testing.T) {
+	h := newHarness(t, nil)
+	// The child without req_id comes first in the batch: the first pass binds the root's trace.
+	child := rec{service: "auth", trace: traceID(1), span: spanID(5), parent: spanID(1), at: t0, end: t0.Add(time.Millisecond), name: "auth/verify"}
+	h.consumeTraces(tracesOf(child, rootA))
+	spans := h.outSpans()
+	require.Len(t, spans, 2)
+	assert.Equal(t, reqA, str(spans[0].Attributes(), golden.ReqID))
+}
+
+func TestRecordsCarryingBothAreNotRewritten(t *testing.T) {
+	h := newHarness(t, nil)
+	h.consumeTraces(tracesOf(rootA))
+	// Trace 1 belongs to request A; this log says it is B's: it keeps what it says.
+	h.consumeLogs(logsOf(rec{service: "gateway", trace: traceID(1), span: spanID(9), at: t0, name: "x", attrs: reqIDAttr(reqB)}))
+	logs := h.outLogs()
+	require.Len(t, logs, 1)
+	assert.Equal(t, reqB, str(logs[0].Attributes(), golden.ReqID))
+	assert.Equal(t, traceID(1), logs[0].TraceID())
+	assert.Equal(t, spanID(9), logs[0].SpanID())
+	assert.Zero(t, h.counter("processor_reqidstitch_records_filled"))
+}
+
+func TestHostileReqIDsAreLeftAlone(t *testing.T) {
+	h := newHarness(t, nil)
+	long := string(make([]byte, maxReqIDLen+1))
+	h.consumeTraces(tracesOf(
+		rec{service: "x", trace: traceID(7), span: spanID(7), at: t0, end: t0, attrs: map[string]any{golden.ReqID: long}},
+		rec{service: "x", trace: traceID(8), span: spanID(8), at: t0, end: t0, attrs: map[string]any{golden.ReqID: 42}},
+		rec{service: "x", trace: traceID(9), span: spanID(9), at: t0, end: t0, attrs: map[string]any{golden.ReqID: "\xff\xfe"}},
+	))
+	h.consumeLogs(logsOf(
+		rec{service: "x", trace: traceID(7), at: t0, name: "a"},
+		rec{service: "x", trace: traceID(9), at: t0, name: "b"},
+	))
+	spans := h.outSpans()
+	require.Len(t, spans, 3)
+	assert.Equal(t, long, str(spans[0].Attributes(), golden.ReqID))
+	assert.Equal(t, "42", str(spans[1].Attributes(), golden.ReqID))
+	// The long id was never indexed: its trace's log waits, then passes as it was.
+	logs := h.outLogs()
+	require.Len(t, logs, 1)
+	assert.Equal(t, "\xff\xfe", str(logs[0].Attributes(), golden.ReqID))
+	h.tick(3 * time.Second)
+	logs = h.outLogs()
+	require.Len(t, logs, 2)
+	assert.Empty(t, str(logs[1].Attributes(), golden.ReqID))
+}
+
+func TestDetachedWorkIsLinkedToThePrimaryRoot(t *testing.T) {
+	h := newHarness(t, nil)
+	// The async worker's root (trace 2) comes before the request's root in the
+	// batch; the earliest root is still the primary one.
+	vector := rec{service: "vectorstore-writer", trace: traceID(2), span: spanID(6), at: t0.Add(1100 * time.Millisecond), end: t0.Add(1110 * time.Millisecond), name: "vectorstore/write", attrs: reqIDAttr(reqA)}
+	h.consumeTraces(tracesOf(vector, rootA, modelA))
+	h.consumeLogs(logsOf(rec{service: "vectorstore-writer", trace: traceID(2), span: spanID(6), at: t0.Add(1100 * time.Millisecond), name: "start processing", attrs: reqIDAttr(reqA)}))
+
+	spans := h.outSpans()
+	require.Len(t, spans, 3)
+	rootEvent := str(spans[1].Attributes(), golden.EventID)
+	require.NotEmpty(t, rootEvent)
+	v := spans[0]
+	require.Equal(t, 1, v.Links().Len())
+	assert.Equal(t, traceID(1), v.Links().At(0).TraceID())
+	assert.Equal(t, spanID(1), v.Links().At(0).SpanID())
+	assert.Equal(t, "true", str(v.Attributes(), golden.StitchDetached))
+	assert.Equal(t, rootEvent, str(v.Attributes(), golden.StitchAsyncOf))
+	for _, s := range spans[1:] {
+		assert.Zero(t, s.Links().Len(), "spans of the primary trace are not detached")
+		assert.Empty(t, str(s.Attributes(), golden.StitchDetached))
+	}
+	logs := h.outLogs()
+	require.Len(t, logs, 1)
+	assert.Equal(t, rootEvent, str(logs[0].Attributes(), golden.StitchAsyncOf))
+	assert.Equal(t, int64(2), h.counter("processor_reqidstitch_records_detached"))
+
+	// A second tier (or a retry) running over the output adds nothing.
+	again := newHarness(t, nil)
+	td := ptrace.NewTraces()
+	h.spanOut.AllTraces()[0].CopyTo(td)
+	again.consumeTraces(td)
+	assert.Equal(t, 1, again.outSpans()[0].Links().Len())
+	assert.Zero(t, again.counter("processor_reqidstitch_records_detached"))
+}
+
+func TestLinkDetachedOff(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.LinkDetached = false })
+	vector := rec{service: "vectorstore-writer", trace: traceID(2), span: spanID(6), at: t0.Add(time.Second), end: t0.Add(2 * time.Second), attrs: reqIDAttr(reqA)}
+	h.consumeTraces(tracesOf(rootA, vector))
+	assert.Zero(t, h.outSpans()[1].Links().Len())
+}
+
+func TestEventIDIsDeterministicAndKept(t *testing.T) {
+	run := func() (plog.LogRecord, ptrace.Span) {
+		h := newHarness(t, nil)
+		h.consumeTraces(tracesOf(rootA))
+		h.consumeLogs(logsOf(rec{service: "gateway", at: t0, name: "received request", attrs: reqIDAttr(reqA)}))
+		return h.outLogs()[0], h.outSpans()[0]
+	}
+	log1, span1 := run()
+	log2, span2 := run()
+	for _, id := range []string{str(log1.Attributes(), golden.EventID), str(span1.Attributes(), golden.EventID)} {
+		_, ok := golden.ParseEventHash(id)
+		assert.True(t, ok, "event.id %q is not a well-formed hash", id)
+	}
+	assert.Equal(t, str(log1.Attributes(), golden.EventID), str(log2.Attributes(), golden.EventID))
+	assert.Equal(t, str(span1.Attributes(), golden.EventID), str(span2.Attributes(), golden.EventID))
+	assert.NotEqual(t, str(log1.Attributes(), golden.EventID), str(span1.Attributes(), golden.EventID))
+
+	// The log's trace context was filled after its identity was taken: recomputing
+	// from the filled record would differ, so a well-formed event.id is never recomputed.
+	h := newHarness(t, nil)
+	ld := plog.NewLogs()
+	log1.CopyTo(ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords().AppendEmpty())
+	h.consumeLogs(ld)
+	assert.Equal(t, str(log1.Attributes(), golden.EventID), str(h.outLogs()[0].Attributes(), golden.EventID))
+
+	// A malformed one is replaced.
+	h.consumeTraces(tracesOf(rootA))
+	h.consumeLogs(logsOf(rec{service: "gateway", at: t0, name: "x", attrs: map[string]any{golden.EventID: "not-a-hash", golden.ReqID: reqA}}))
+	_, ok := golden.ParseEventHash(str(h.outLogs()[1].Attributes(), golden.EventID))
+	assert.True(t, ok)
+}
+
+func TestLogsAndTracesShareTheIndexOnlyWithinAComponentID(t *testing.T) {
+	h := newHarness(t, nil)
+	other := newHarness(t, nil) // another factory: another component, another index
+	h.consumeTraces(tracesOf(rootA))
+	other.consumeLogs(logsOf(rec{service: "gateway", trace: traceID(1), at: t0, name: "x"}))
+	assert.Empty(t, other.outLogs(), "the log waits: its trace is unknown to this component")
+	other.shutdown()
+	require.Len(t, other.outLogs(), 1)
+	assert.Empty(t, str(other.outLogs()[0].Attributes(), golden.ReqID))
+}
+
+func TestUnusableTraceIDs(t *testing.T) {
+	h := newHarness(t, nil)
+	h.consumeTraces(tracesOf(rec{service: "x", trace: pcommon.TraceID{}, span: spanID(1), at: t0, end: t0}))
+	require.Len(t, h.outSpans(), 1, "a span without trace id and req_id passes")
+}

@@ -1,0 +1,163 @@
+package reqidstitchprocessor // import "github.com/loom-otel/loom/processor/reqidstitchprocessor"
+
+import (
+	"strings"
+
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/ottl/contexts/ottllog"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/plog"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+
+	"github.com/loom-otel/loom/internal/golden"
+)
+
+// procKey names one process: GPU events and spans meet on host and pid.
+type procKey struct {
+	host string
+	pid  int64
+}
+
+// gpuSpan is a recent span of a process, as GPU attribution needs it.
+type gpuSpan struct {
+	start, end pcommon.Timestamp
+	tid        int64 // 0 when the span names no thread
+	reqID      string
+	trace      pcommon.TraceID
+	span       pcommon.SpanID
+}
+
+// process remembers a process's most recent spans in a ring.
+type process struct {
+	spans []gpuSpan
+	next  int
+	// namesThreads is set once a span of the process names its thread: from
+	// then on an event on a thread belongs only to spans on that thread.
+	namesThreads bool
+}
+
+// attribution is the outcome of looking for the span that covers a GPU event.
+type attribution int
+
+const (
+	uncovered attribution = iota // no span covers it (yet)
+	attributed
+	// ambiguous: spans of several requests cover it equally well (yet): a
+	// span on its own thread may still come, and a guess is never made.
+	ambiguous
+)
+
+// gpuIndex attributes GPU events to the requests whose spans, on the same
+// host, pid and (when both name one) thread, cover their timestamp. It holds at
+// most maxProcs processes (first in, first out) of perProc spans each.
+type gpuIndex struct {
+	procs   map[procKey]*process
+	order   []procKey // ring of the keys in insertion order, for eviction
+	head    int
+	perProc int
+	tally   *tally
+}
+
+func newGPUIndex(maxProcs, perProc int, t *tally) *gpuIndex {
+	return &gpuIndex{
+		procs:   make(map[procKey]*process),
+		order:   make([]procKey, 0, maxProcs),
+		perProc: perProc,
+		tally:   t,
+	}
+}
+
+func (g *gpuIndex) observe(k procKey, s gpuSpan) {
+	p := g.procs[k]
+	if p == nil {
+		p = g.add(k)
+	}
+	p.namesThreads = p.namesThreads || s.tid != 0
+	if len(p.spans) < g.perProc {
+		p.spans = append(p.spans, s)
+		return
+	}
+	p.spans[p.next] = s
+	p.next = (p.next + 1) % g.perProc
+}
+
+func (g *gpuIndex) add(k procKey) *process {
+	k.host = strings.Clone(k.host) // the table must not pin the batch the name came from
+	p := &process{}
+	if len(g.order) < cap(g.order) {
+		g.order = append(g.order, k)
+	} else {
+		delete(g.procs, g.order[g.head])
+		g.tally.evicted[tableGPUProcesses][evictCapacity]++
+		g.order[g.head] = k
+		g.head = (g.head + 1) % len(g.order)
+	}
+	g.procs[k] = p
+	return p
+}
+
+// attribute finds the span covering an event at ts on thread tid (0: unknown).
+// When the event and the process's spans name threads, only spans on the
+// event's thread cover it. Within one request the innermost span wins; spans
+// of several requests make it ambiguous.
+func (g *gpuIndex) attribute(k procKey, tid int64, ts pcommon.Timestamp) (gpuSpan, attribution) {
+	p := g.procs[k]
+	if p == nil {
+		return gpuSpan{}, uncovered
+	}
+	sameThread := tid != 0 && p.namesThreads
+	var best gpuSpan
+	outcome := uncovered
+	for _, s := range p.spans {
+		if ts < s.start || ts > s.end || sameThread && s.tid != tid {
+			continue
+		}
+		switch {
+		case outcome == uncovered:
+			best, outcome = s, attributed
+		case s.reqID != best.reqID:
+			outcome = ambiguous
+		case s.end-s.start < best.end-best.start:
+			best = s
+		}
+	}
+	return best, outcome
+}
+
+// isGPUEvent reports whether a log record without ids is a GPU event to attribute.
+func (s *stitcher) isGPUEvent(o origin, rl plog.ResourceLogs, sl plog.ScopeLogs, lr plog.LogRecord) bool {
+	if s.gpu == nil {
+		return false
+	}
+	tc := ottllog.NewTransformContext(rl, sl, lr)
+	defer tc.Close()
+	return matches(s.gpuEvent, tc)
+}
+
+// attributeGPUEvent gives a GPU event the req_id and trace context of the span
+// that covers it on the same host, pid and thread. It returns the span's
+// request (nil when there is none) and whether the event should wait for a
+// span that may still come.
+func (s *stitcher) attributeGPUEvent(o origin, lr plog.LogRecord, now int64) (*request, bool) {
+	attrs := lr.Attributes()
+	// The event names the process it is about on the record; the resource is
+	// the receiver's own, and names the host.
+	k := procKey{host: o.host, pid: intAttr(attrs, string(semconv.ProcessPIDKey))}
+	if k.pid == 0 {
+		k.pid = o.pid
+	}
+	if v, ok := attrs.Get(string(semconv.HostNameKey)); ok && k.host == "" {
+		k.host = v.AsString()
+	}
+	if k.pid == 0 {
+		return nil, false
+	}
+	span, outcome := s.gpu.attribute(k, intAttr(attrs, string(semconv.ThreadIDKey)), logTime(lr))
+	if outcome != attributed {
+		return nil, true
+	}
+	attrs.PutStr(golden.ReqID, span.reqID)
+	lr.SetTraceID(span.trace)
+	lr.SetSpanID(span.span)
+	s.tally.filled[filledGPU]++
+	return s.index.get(span.reqID, now), false
+}

@@ -1,0 +1,127 @@
+package reqidstitchprocessor
+
+import (
+	"encoding/binary"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/loom-otel/loom/internal/golden"
+)
+
+func TestIndexBindsAndPicksTheEarliestRoot(t *testing.T) {
+	var c tally
+	x := newIndex(10, int64(time.Minute), &c)
+	r := x.getOrAdd(reqA, 0)
+	assert.Equal(t, 0, x.bind(r, traceID(1)))
+	assert.Equal(t, 1, x.bind(r, traceID(2)))
+	assert.Equal(t, 0, x.bind(r, traceID(1)), "binding twice is a no-op")
+	assert.Same(t, r, x.byTraceID(traceID(2), 0))
+
+	x.observeRoot(r, 1, spanID(2), 20, golden.EventHash{2})
+	assert.Equal(t, traceID(2), r.primaryTrace())
+	x.observeRoot(r, 0, spanID(1), 10, golden.EventHash{1})
+	assert.Equal(t, traceID(1), r.primaryTrace(), "an earlier root takes over")
+	x.observeRoot(r, 1, spanID(2), 20, golden.EventHash{2})
+	assert.Equal(t, traceID(1), r.primaryTrace())
+	assert.Equal(t, golden.EventHash{1}, r.rootEvent)
+
+	// A trace stays with the first request that claimed it.
+	other := x.getOrAdd(reqB, 0)
+	x.bind(other, traceID(1))
+	assert.Same(t, r, x.byTraceID(traceID(1), 0))
+	assert.Equal(t, int64(2), c.tracked)
+}
+
+func TestIndexBoundsPerRequest(t *testing.T) {
+	var c tally
+	x := newIndex(10, int64(time.Minute), &c)
+	r := x.getOrAdd(reqA, 0)
+	for i := range maxTracesPerRequest + 5 {
+		x.bind(r, pcommon.TraceID{byte(i), 1})
+	}
+	assert.Len(t, r.traces, maxTracesPerRequest)
+	assert.Equal(t, -1, x.bind(r, pcommon.TraceID{0xff}))
+	for i := range maxSpansPerRequest + 5 {
+		x.keep(r, spanRef{span: pcommon.SpanID{byte(i)}})
+	}
+	assert.Len(t, r.spans, maxSpansPerRequest)
+}
+
+func TestIndexEvictsLeastRecentlySeen(t *testing.T) {
+	var c tally
+	x := newIndex(2, int64(time.Minute), &c)
+	a := x.getOrAdd(reqA, 1)
+	x.bind(a, traceID(1))
+	x.getOrAdd(reqB, 2)
+	x.get(reqA, 3) // A is now the most recent
+	x.getOrAdd("req-c", 4)
+	assert.Nil(t, x.get(reqB, 5), "B was least recently seen")
+	assert.NotNil(t, x.get(reqA, 5))
+	assert.Equal(t, int64(1), c.evicted[tableRequests][evictCapacity])
+
+	x.expire(5 + int64(time.Minute))
+	assert.Equal(t, 1, x.len(), "C, seen at 4, is past the TTL; A, seen at 5, is not")
+	x.expire(6 + int64(time.Minute))
+	assert.Zero(t, x.len())
+	assert.Nil(t, x.byTraceID(traceID(1), 0), "the trace binding goes with its request")
+	assert.Empty(t, x.byTrace)
+	assert.Equal(t, int64(2), c.evicted[tableRequests][evictTTL])
+	assert.Zero(t, c.tracked)
+}
+
+func TestEvictionThroughTheProcessor(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.MaxRequests = 1 })
+	rootB := rootA
+	rootB.trace, rootB.span, rootB.attrs = traceID(2), spanID(2), reqIDAttr(reqB)
+	h.consumeTraces(tracesOf(rootA, rootB))
+	assert.Equal(t, int64(1), h.counter("processor_reqidstitch_evicted", "table", "requests", "reason", "capacity"))
+	assert.Equal(t, int64(1), h.counter("processor_reqidstitch_tracked_requests"))
+
+	h.tick(6 * time.Minute)
+	assert.Equal(t, int64(1), h.counter("processor_reqidstitch_evicted", "table", "requests", "reason", "ttl"))
+	assert.Zero(t, h.counter("processor_reqidstitch_tracked_requests"))
+}
+
+func TestServicesTableIsBounded(t *testing.T) {
+	s := newServices()
+	for i := range maxServices + 10 {
+		s.id("svc-" + strconv.Itoa(i))
+	}
+	assert.Len(t, s.ids, maxServices-1)
+	id := s.id("one too many")
+	assert.Equal(t, serviceID(0), id)
+	s.markLogsNoContext(id)
+	assert.False(t, s.keepsSpans(id), "the overflow id never keeps spans")
+}
+
+// A million concurrent request ids: the index stays at max_requests, every
+// eviction is counted, and the heap stays bounded.
+func TestIndexBoundedWithAMillionRequests(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a million requests")
+	}
+	const total, limit = 1_000_000, 100_000
+	var c tally
+	x := newIndex(limit, int64(time.Hour), &c)
+	var trace pcommon.TraceID
+	for i := range total {
+		binary.BigEndian.PutUint64(trace[:], uint64(i))
+		r := x.getOrAdd("req-celery-"+strconv.Itoa(i), int64(i))
+		x.bind(r, trace)
+		x.observeRoot(r, 0, pcommon.SpanID{1}, 1, golden.EventHash{})
+	}
+	assert.Equal(t, limit, x.len())
+	assert.Len(t, x.byTrace, limit)
+	assert.Equal(t, int64(total-limit), c.evicted[tableRequests][evictCapacity])
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	// Generous: the index itself takes about 30 MB for 100k requests here.
+	assert.Less(t, ms.HeapAlloc, uint64(200<<20), "heap after a million ids")
+	runtime.KeepAlive(x)
+}

@@ -1,0 +1,160 @@
+package reqidstitchprocessor // import "github.com/loom-otel/loom/processor/reqidstitchprocessor"
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/ottl"
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/ottl/contexts/ottllog"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/processor"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+
+	"github.com/loom-otel/loom/internal/golden"
+	"github.com/loom-otel/loom/processor/reqidstitchprocessor/internal/metadata"
+)
+
+// stitcher is the state one component ID shares between its logs and traces
+// processors, so that a log is filled from spans seen in the traces pipeline.
+// One mutex guards it: records pass through synchronously, and nothing
+// downstream is called while it is held.
+type stitcher struct {
+	mu       sync.Mutex
+	cfg      *Config
+	tel      *telemetry
+	tally    tally
+	index    *index
+	services *services
+	gpu      *gpuIndex // nil when GPU attribution is off
+	gpuEvent *ottl.Condition[*ottllog.TransformContext]
+	rules    *ruleSet
+	// spanScratch carries the first pass over a span batch to the second.
+	spanScratch []boundSpan
+	now         func() time.Time
+
+	// The ticker that sweeps the holds runs while any processor is started.
+	lifecycle sync.Mutex
+	sweepers  []sweeper
+	stop      chan struct{}
+	done      chan struct{}
+	// testTicks replaces the ticker in tests: each tick is a channel closed once swept.
+	testTicks <-chan chan struct{}
+}
+
+func newStitcher(set processor.Settings, cfg *Config) (*stitcher, error) {
+	tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
+	if err != nil {
+		return nil, err
+	}
+	s := &stitcher{
+		cfg:      cfg,
+		tel:      newTelemetry(tb, cfg.Rules),
+		services: newServices(),
+		now:      time.Now,
+	}
+	for _, o := range cfg.options {
+		o(s)
+	}
+	s.index = newIndex(cfg.MaxRequests, int64(cfg.TTL), &s.tally)
+	if g := cfg.GPUAttribution; g.Enabled {
+		if s.gpuEvent, err = newLogCondition(g.Condition, set.TelemetrySettings); err != nil {
+			return nil, err
+		}
+		s.gpu = newGPUIndex(g.MaxProcesses, g.SpansPerProcess, &s.tally)
+	}
+	if s.rules, err = newRuleSet(cfg.Rules, cfg.MaxRuleKeys, set.TelemetrySettings, &s.tally); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *stitcher) nowNanos() int64 { return s.now().UnixNano() }
+
+// expire drops requests past their TTL; every processor's ticker calls it.
+func (s *stitcher) expire(now int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.index.expire(now)
+	s.tel.flush(context.Background(), &s.tally)
+}
+
+// origin is what stitching needs from a record's resource, read once per resource.
+type origin struct {
+	service serviceID
+	host    string
+	pid     int64 // 0 when the resource names no process
+}
+
+func (s *stitcher) origin(res pcommon.Resource) origin {
+	attrs := res.Attributes()
+	var o origin
+	if v, ok := attrs.Get(string(semconv.ServiceNameKey)); ok {
+		o.service = s.services.id(v.AsString())
+	}
+	if v, ok := attrs.Get(string(semconv.HostNameKey)); ok {
+		o.host = v.AsString()
+	}
+	o.pid = intAttr(attrs, string(semconv.ProcessPIDKey))
+	return o
+}
+
+// intAttr reads an integer attribute written as an int or as decimal text; 0 when absent or not a number.
+func intAttr(attrs pcommon.Map, name string) int64 {
+	v, ok := attrs.Get(name)
+	if !ok {
+		return 0
+	}
+	switch v.Type() {
+	case pcommon.ValueTypeInt:
+		return v.Int()
+	case pcommon.ValueTypeStr:
+		n, _ := strconv.ParseInt(v.Str(), 10, 64)
+		return n
+	}
+	return 0
+}
+
+// reqIDOf reports whether attrs carry a req_id and, when it is one the index can
+// use (a non-empty string of bounded length), its value. A req_id of any other
+// shape is left alone: present, never indexed, never overwritten.
+func reqIDOf(attrs pcommon.Map) (id string, present bool) {
+	v, ok := attrs.Get(golden.ReqID)
+	if !ok {
+		return "", false
+	}
+	if v.Type() != pcommon.ValueTypeStr || len(v.Str()) > maxReqIDLen {
+		return "", true
+	}
+	return v.Str(), true
+}
+
+// ensureEventID gives the record its event.id unless it already carries a
+// well-formed one (set by another tier), and returns it.
+func ensureEventID(attrs pcommon.Map, compute func() golden.EventHash) golden.EventHash {
+	if v, ok := attrs.Get(golden.EventID); ok && v.Type() == pcommon.ValueTypeStr {
+		if h, ok := golden.ParseEventHash(v.Str()); ok {
+			return h
+		}
+	}
+	h := compute()
+	attrs.PutStr(golden.EventID, h.String())
+	return h
+}
+
+// markDetached flags a record whose trace is not its request's primary trace
+// and names the primary root as the target of its ASYNC_OF edge. It reports
+// whether the record was newly marked.
+func (s *stitcher) markDetached(r *request, trace pcommon.TraceID, attrs pcommon.Map) bool {
+	if !s.cfg.LinkDetached || r == nil || !r.hasPrimary() || trace.IsEmpty() || trace == r.primaryTrace() {
+		return false
+	}
+	if _, done := attrs.Get(golden.StitchDetached); done {
+		return false
+	}
+	attrs.PutBool(golden.StitchDetached, true)
+	attrs.PutStr(golden.StitchAsyncOf, r.rootEvent.String())
+	s.tally.detached++
+	return true
+}

@@ -1,0 +1,129 @@
+package reqidstitchprocessor // import "github.com/loom-otel/loom/processor/reqidstitchprocessor"
+
+import (
+	"context"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/loom-otel/loom/processor/reqidstitchprocessor/internal/metadata"
+)
+
+// The telemetry attribute values metadata.yaml declares.
+
+type direction uint8
+
+const (
+	filledTraceContext direction = iota
+	filledReqID
+	filledGPU
+	numDirections
+)
+
+type outcome uint8
+
+const (
+	outcomeBound outcome = iota
+	outcomeExpired
+	outcomeOverflow
+	outcomeShutdown
+	numOutcomes
+)
+
+type table uint8
+
+const (
+	tableRequests table = iota
+	tableGPUProcesses
+	tableRuleKeys
+	numTables
+)
+
+type evictReason uint8
+
+const (
+	evictCapacity evictReason = iota
+	evictTTL
+	numReasons
+)
+
+var (
+	directionNames = [numDirections]string{"trace_context", "req_id", "gpu"}
+	outcomeNames   = [numOutcomes]string{"bound", "expired", "overflow", "shutdown"}
+	tableNames     = [numTables]string{"requests", "gpu_processes", "rule_keys"}
+	reasonNames    = [numReasons]string{"capacity", "ttl"}
+)
+
+// tally counts under the stitcher's mutex and is flushed to the telemetry once
+// per batch or sweep, not once per record.
+type tally struct {
+	filled   [numDirections]int64
+	released [numOutcomes]int64
+	evicted  [numTables][numReasons]int64
+	ruleHits []int64 // by rule position
+	held     int64
+	detached int64
+	tracked  int64 // change in the number of tracked requests
+}
+
+// telemetry is the TelemetryBuilder with every attribute set built once.
+type telemetry struct {
+	*metadata.TelemetryBuilder
+	filled   [numDirections]metric.AddOption
+	released [numOutcomes]metric.AddOption
+	evicted  [numTables][numReasons]metric.AddOption
+	ruleHits []metric.AddOption
+}
+
+func newTelemetry(tb *metadata.TelemetryBuilder, rules []RuleConfig) *telemetry {
+	t := &telemetry{TelemetryBuilder: tb}
+	for d := range numDirections {
+		t.filled[d] = attrs(attribute.String("direction", directionNames[d]))
+	}
+	for o := range numOutcomes {
+		t.released[o] = attrs(attribute.String("outcome", outcomeNames[o]))
+	}
+	for tb := range numTables {
+		for r := range numReasons {
+			t.evicted[tb][r] = attrs(attribute.String("table", tableNames[tb]), attribute.String("reason", reasonNames[r]))
+		}
+	}
+	for _, r := range rules {
+		t.ruleHits = append(t.ruleHits, attrs(attribute.String("rule", r.Name)))
+	}
+	return t
+}
+
+func attrs(kv ...attribute.KeyValue) metric.AddOption {
+	return metric.WithAttributeSet(attribute.NewSet(kv...))
+}
+
+// flush adds the tally to the telemetry and resets it.
+func (t *telemetry) flush(ctx context.Context, c *tally) {
+	add := func(counter metric.Int64Counter, n *int64, opts ...metric.AddOption) {
+		if *n != 0 {
+			counter.Add(ctx, *n, opts...)
+			*n = 0
+		}
+	}
+	for d := range c.filled {
+		add(t.ProcessorReqidstitchRecordsFilled, &c.filled[d], t.filled[d])
+	}
+	for o := range c.released {
+		add(t.ProcessorReqidstitchHoldReleased, &c.released[o], t.released[o])
+	}
+	for tb := range c.evicted {
+		for r := range c.evicted[tb] {
+			add(t.ProcessorReqidstitchEvicted, &c.evicted[tb][r], t.evicted[tb][r])
+		}
+	}
+	for i := range c.ruleHits {
+		add(t.ProcessorReqidstitchRuleHits, &c.ruleHits[i], t.ruleHits[i])
+	}
+	add(t.ProcessorReqidstitchRecordsHeld, &c.held)
+	add(t.ProcessorReqidstitchRecordsDetached, &c.detached)
+	if c.tracked != 0 {
+		t.ProcessorReqidstitchTrackedRequests.Add(ctx, c.tracked)
+		c.tracked = 0
+	}
+}
