@@ -76,7 +76,7 @@ func parseFlags(args []string, output io.Writer) (workload.Config, workload.Targ
 		headers[k] = v
 		return nil
 	})
-	scenarios := fs.String("scenario", "healthy", "comma-separated scenarios mixed into healthy traffic: healthy,s1,s2,s3")
+	scenarios := fs.String("scenario", "healthy", "comma-separated scenarios mixed into healthy traffic: healthy,s1,s2,s3,hotinputs")
 	affected := fs.Float64("affected", 0.12, "share of requests hit by the selected incident(s), 0 to 1")
 	requests := fs.Int("requests", 0, "stop after this many requests (0 = no limit)")
 	duration := fs.Duration("duration", 0, "stop after this long, e.g. 30s (0 = no limit)")

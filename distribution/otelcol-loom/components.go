@@ -7,6 +7,7 @@ import (
 	tempoexporter "github.com/loom-otel/loom/exporter/tempoexporter"
 	goldenfieldprocessor "github.com/loom-otel/loom/processor/goldenfieldprocessor"
 	reqidstitchprocessor "github.com/loom-otel/loom/processor/reqidstitchprocessor"
+	reqsamplingprocessor "github.com/loom-otel/loom/processor/reqsamplingprocessor"
 	countconnector "github.com/open-telemetry/opentelemetry-collector-contrib/connector/countconnector"
 	spanmetricsconnector "github.com/open-telemetry/opentelemetry-collector-contrib/connector/spanmetricsconnector"
 	fileexporter "github.com/open-telemetry/opentelemetry-collector-contrib/exporter/fileexporter"
@@ -148,6 +149,7 @@ func components() (otelcol.Factories, error) {
 		transformprocessor.NewFactory(),
 		goldenfieldprocessor.NewFactory(),
 		reqidstitchprocessor.NewFactory(),
+		reqsamplingprocessor.NewFactory(),
 	)
 	if err != nil {
 		return otelcol.Factories{}, err
@@ -164,6 +166,7 @@ func components() (otelcol.Factories, error) {
 		transformprocessor.NewFactory().Type():         "github.com/open-telemetry/opentelemetry-collector-contrib/processor/transformprocessor v0.161.0",
 		goldenfieldprocessor.NewFactory().Type():       "github.com/loom-otel/loom v0.0.0",
 		reqidstitchprocessor.NewFactory().Type():       "github.com/loom-otel/loom v0.0.0",
+		reqsamplingprocessor.NewFactory().Type():       "github.com/loom-otel/loom v0.0.0",
 	})
 
 	factories.Connectors, err = otelcol.MakeFactoryMap[connector.Factory](

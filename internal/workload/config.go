@@ -32,11 +32,11 @@ func ParseScenarios(list string) ([]Scenario, error) {
 	for _, name := range strings.Split(list, ",") {
 		s := Scenario(strings.ToLower(strings.TrimSpace(name)))
 		switch s {
-		case Healthy, S1, S2, S3:
+		case Healthy, S1, S2, S3, HotInputs:
 			out = append(out, s)
 		case "":
 		default:
-			return nil, fmt.Errorf("unknown scenario %q (want healthy, s1, s2 or s3)", name)
+			return nil, fmt.Errorf("unknown scenario %q (want healthy, s1, s2, s3 or hotinputs)", name)
 		}
 	}
 	if len(out) == 0 {
@@ -62,9 +62,9 @@ func (c Config) Validate() error {
 	}
 	for _, s := range c.Scenarios {
 		switch s {
-		case Healthy, S1, S2, S3:
+		case Healthy, S1, S2, S3, HotInputs:
 		default:
-			return fmt.Errorf("workload: unknown scenario %q (want healthy, s1, s2 or s3)", s)
+			return fmt.Errorf("workload: unknown scenario %q (want healthy, s1, s2, s3 or hotinputs)", s)
 		}
 	}
 	if c.Affected < 0 || c.Affected > 1 {

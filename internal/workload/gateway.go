@@ -32,6 +32,10 @@ func (g *Generator) gatewayRequest(end time.Time, sc Scenario) *Request {
 	if sc == S2 {
 		p = g.slow[rng.IntN(len(g.slow))]
 	}
+	var fate hotFate
+	if sc == HotInputs {
+		p, fate = g.hotInput(p)
+	}
 	engine := g.engine(sc)
 	gw, pre := t.gateway[rng.IntN(len(t.gateway))], t.preproc[rng.IntN(len(t.preproc))]
 	tenant := tenants[rng.IntN(len(tenants))]
@@ -159,6 +163,9 @@ func (g *Generator) gatewayRequest(end time.Time, sc Scenario) *Request {
 	}
 	if rng.Float64() < 0.6 {
 		b.noise(ms(g.uniform(0, float64(total)/float64(time.Millisecond))))
+	}
+	if sc == HotInputs {
+		b.meet(fate)
 	}
 	return b.r
 }

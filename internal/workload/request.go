@@ -77,6 +77,7 @@ type Generator struct {
 	topo      *topology
 	prompts   []prompt
 	slow      []prompt // the S2 input family; nil unless S2 is selected
+	markup    []prompt // the HotInputs input family; nil unless HotInputs is selected
 	upgradeAt int      // S1: index of the first request served after the model upgrade (never without S1)
 	n         int      // requests generated so far
 	line      line
@@ -100,6 +101,9 @@ func NewGenerator(cfg Config) (*Generator, error) {
 	}
 	if contains(g.incidents, S2) {
 		g.slow = emojiPrompts(setup, 16)
+	}
+	if contains(g.incidents, HotInputs) {
+		g.markup = markupPrompts(setup, markupFamilySize)
 	}
 	if contains(g.incidents, S1) {
 		g.upgradeAt = s1UpgradeAt(cfg)

@@ -90,6 +90,7 @@ func TestLokiAndTempoFindEveryRecordByReqID(t *testing.T) {
 	defer tempo.Close()
 
 	col := startCollector(t, "distribution/config.yaml", func(cfg map[string]any) {
+		keepEveryRequest(cfg)
 		tenant := map[string]any{"default": "loom-e2e"}
 		exporters := mapAt(cfg, "exporters")
 		exporters["loki"] = map[string]any{"endpoint": lokiServer.URL, "tenant": tenant}

@@ -33,7 +33,7 @@ func runThroughGoldenfield(t *testing.T, cfg workload.Config, action string) gol
 	}
 	t.Cleanup(sink.Close)
 	col := startCollector(t, "distribution/config.yaml", func(c map[string]any) {
-		exportTo(sink, "logs", "traces")(c)
+		withEdits(exportTo(sink, "logs", "traces"), keepEveryRequest)(c)
 		mapAt(c, "processors", "goldenfield", "action")["mode"] = action
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

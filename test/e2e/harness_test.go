@@ -223,14 +223,30 @@ func isLoopbackHost(host string) bool {
 	return host == "127.0.0.1" || host == "localhost" || host == "::1"
 }
 
+// handedOut holds every port freePort returned in this run: the kernel may
+// offer a just-closed port again, and two listeners of one collector must not
+// get the same one.
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
 func freePort(t testing.TB) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	for {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		if !handedOut.ports[port] {
+			handedOut.ports[port] = true
+			return port
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // mapAt returns the map at a dotted path in cfg, creating missing levels.
@@ -245,4 +261,21 @@ func mapAt(cfg map[string]any, path ...string) map[string]any {
 		node = next
 	}
 	return node
+}
+
+// withEdits applies several config edits in order.
+func withEdits(edits ...func(map[string]any)) func(map[string]any) {
+	return func(cfg map[string]any) {
+		for _, edit := range edits {
+			edit(cfg)
+		}
+	}
+}
+
+// keepEveryRequest makes the default config's reqsampling keep every request
+// after a short wait, for tests that follow every record through the pipeline.
+func keepEveryRequest(cfg map[string]any) {
+	sampling := mapAt(cfg, "processors", "reqsampling")
+	sampling["base_percentage"] = 100
+	sampling["decision_wait"] = "1s"
 }

@@ -54,8 +54,9 @@ func readTruth(t *testing.T, raw []byte) []workload.Truth {
 }
 
 // TestDefaultPipelineDeliversEveryRecordOnce sends the S1–S3 mix through the
-// default config over both OTLP transports and checks that every span and log
-// record arrives exactly once, with its req_id intact.
+// default config (its sampler set to keep every request) over both OTLP
+// transports and checks that every span and log record arrives exactly once,
+// with its req_id intact.
 func TestDefaultPipelineDeliversEveryRecordOnce(t *testing.T) {
 	for _, protocol := range []workload.Protocol{"grpc", "http"} {
 		t.Run(string(protocol), func(t *testing.T) {
@@ -64,7 +65,7 @@ func TestDefaultPipelineDeliversEveryRecordOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer sink.Close()
-			col := startCollector(t, "distribution/config.yaml", exportTo(sink, "logs", "traces"))
+			col := startCollector(t, "distribution/config.yaml", withEdits(exportTo(sink, "logs", "traces"), keepEveryRequest))
 
 			endpoint := col.endpoints["receivers.otlp.protocols.grpc.endpoint"]
 			if protocol == "http" {

@@ -32,7 +32,7 @@ func TestReqidstitchTellsOneStoryPerRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sink.Close()
-	col := startCollector(t, "distribution/config.yaml", exportTo(sink, "logs", "traces"))
+	col := startCollector(t, "distribution/config.yaml", withEdits(exportTo(sink, "logs", "traces"), keepEveryRequest))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var truthFile strings.Builder
@@ -135,7 +135,7 @@ func TestReqidstitchCacheMissTriggersInference(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sink.Close()
-	col := startCollector(t, "distribution/config.yaml", exportTo(sink, "logs"))
+	col := startCollector(t, "distribution/config.yaml", withEdits(exportTo(sink, "logs"), keepEveryRequest))
 
 	now := time.Now()
 	ld := plog.NewLogs()

@@ -1,0 +1,284 @@
+package reqsamplingprocessor
+
+import (
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+
+	"github.com/loom-otel/loom/internal/golden"
+	"github.com/loom-otel/loom/processor/reqsamplingprocessor/internal/policy"
+)
+
+type signal uint8
+
+const (
+	signalLogs signal = iota
+	signalTraces
+	numSignals
+)
+
+// requestKey identifies a request: its req_id, else its trace id.
+type requestKey struct {
+	reqID   string
+	traceID pcommon.TraceID
+}
+
+// maxReqIDLen bounds the req_id values used as keys: a longer value is not
+// an id, and its record is grouped by its trace id instead.
+const maxReqIDLen = 256
+
+// facts are what a request's records tell about it, merged as they arrive.
+type facts struct {
+	hits      uint64 // bit i: policy i matched a record
+	inputHash string
+	// start and end bound the request's spans (0 when it has none yet).
+	start, end pcommon.Timestamp
+	// entry is the earliest root span: the request's entry point.
+	entry entrySpan
+}
+
+type entrySpan struct {
+	service, stage string
+	start, end     pcommon.Timestamp
+}
+
+func (f *facts) merge(o *facts) {
+	f.hits |= o.hits
+	if f.inputHash == "" {
+		f.inputHash = o.inputHash
+	}
+	if o.start != 0 && (f.start == 0 || o.start < f.start) {
+		f.start = o.start
+	}
+	f.end = max(f.end, o.end)
+	if o.entry.start != 0 && (f.entry.start == 0 || o.entry.start < f.entry.start) {
+		f.entry = o.entry
+	}
+}
+
+// duration is the entry span's, or the time covered by all spans when no
+// entry span arrived.
+func (f *facts) duration() (entry string, d int64) {
+	if f.entry.start != 0 {
+		return f.entry.service + "/" + f.entry.stage, int64(f.entry.end) - int64(f.entry.start)
+	}
+	return "", int64(f.end) - int64(f.start)
+}
+
+// group is the records of one request within one batch.
+type group struct {
+	key requestKey
+	// single marks a record with neither req_id nor trace id: a request of
+	// its own, decided on arrival.
+	single  bool
+	facts   facts
+	verdict verdict
+	// late is true when the request had been decided before the batch came.
+	late bool
+}
+
+// batch is the data of one ConsumeLogs or ConsumeTraces call. It is held
+// whole until every request in it is decided, then filtered and forwarded:
+// no record is copied while it waits.
+type batch struct {
+	signal  signal
+	logs    plog.Logs
+	traces  ptrace.Traces
+	groups  []group
+	records []int32 // the group of each record, in scan order
+	bytes   int     // estimated size of the records
+	arrived time.Time
+	// undecided counts the groups whose request waits for a decision (owner only).
+	undecided int
+}
+
+// scanner groups a batch's records by request and runs the record policies
+// on them, on the goroutine of the pipeline that sent it.
+type scanner struct {
+	policies []compiledPolicy
+	index    map[requestKey]int32
+	rec      policy.Record
+}
+
+func newScannerPool(policies []compiledPolicy) *sync.Pool {
+	return &sync.Pool{New: func() any {
+		return &scanner{policies: policies, index: map[requestKey]int32{}}
+	}}
+}
+
+// Estimated record sizes besides their attributes and bodies.
+const (
+	logOverhead       = 64
+	spanOverhead      = 96
+	attributeOverhead = 16
+)
+
+func (sc *scanner) scanLogs(ld plog.Logs) *batch {
+	b := &batch{signal: signalLogs, logs: ld, records: make([]int32, 0, ld.LogRecordCount())}
+	r := &sc.rec
+	rls := ld.ResourceLogs()
+	for i := 0; i < rls.Len(); i++ {
+		rl := rls.At(i)
+		sls := rl.ScopeLogs()
+		for j := 0; j < sls.Len(); j++ {
+			sl := sls.At(j)
+			lrs := sl.LogRecords()
+			for k := 0; k < lrs.Len(); k++ {
+				lr := lrs.At(k)
+				*r = policy.Record{Attrs: lr.Attributes(), ResourceLogs: rl, ScopeLogs: sl, LogRecord: lr}
+				reqID, f, size := sc.scanRecord()
+				size += logOverhead + valueSize(lr.Body())
+				sc.add(b, reqID, lr.TraceID(), &f, size)
+			}
+		}
+	}
+	clear(sc.index)
+	return b
+}
+
+func (sc *scanner) scanTraces(td ptrace.Traces) *batch {
+	b := &batch{signal: signalTraces, traces: td, records: make([]int32, 0, td.SpanCount())}
+	r := &sc.rec
+	rss := td.ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		rs := rss.At(i)
+		service := serviceName(rs.Resource())
+		sss := rs.ScopeSpans()
+		for j := 0; j < sss.Len(); j++ {
+			ss := sss.At(j)
+			spans := ss.Spans()
+			for k := 0; k < spans.Len(); k++ {
+				span := spans.At(k)
+				*r = policy.Record{Attrs: span.Attributes(), IsSpan: true, ResourceSpans: rs, ScopeSpans: ss, Span: span}
+				reqID, f, size := sc.scanRecord()
+				f.start, f.end = span.StartTimestamp(), span.EndTimestamp()
+				if span.ParentSpanID().IsEmpty() && f.start != 0 {
+					f.entry = entrySpan{service: service, stage: r.Stage, start: f.start, end: f.end}
+				}
+				size += spanOverhead + len(span.Name()) + spanOverhead*(span.Events().Len()+span.Links().Len())
+				sc.add(b, reqID, span.TraceID(), &f, size)
+			}
+		}
+	}
+	clear(sc.index)
+	return b
+}
+
+// scanRecord reads the golden fields of sc.rec in one pass over its
+// attributes, runs the record policies and estimates the attributes' size.
+func (sc *scanner) scanRecord() (reqID string, f facts, size int) {
+	r := &sc.rec
+	for k, v := range r.Attrs.All() {
+		size += attributeOverhead + len(k) + valueSize(v)
+		if v.Type() == pcommon.ValueTypeBool && k == golden.ValidAttr {
+			r.Invalid = !v.Bool()
+		}
+		if v.Type() != pcommon.ValueTypeStr {
+			continue
+		}
+		switch k {
+		case golden.ReqID:
+			reqID = v.Str()
+		case golden.Stage:
+			r.Stage = v.Str()
+		case golden.InputHash:
+			f.inputHash = v.Str()
+		}
+	}
+	for i := range sc.policies {
+		if sc.policies[i].eval.MatchRecord(r) {
+			f.hits |= 1 << i
+		}
+	}
+	return reqID, f, size
+}
+
+// add puts one record in its request's group.
+func (sc *scanner) add(b *batch, reqID string, traceID pcommon.TraceID, f *facts, size int) {
+	b.bytes += size
+	var key requestKey
+	switch {
+	case reqID != "" && len(reqID) <= maxReqIDLen:
+		key.reqID = reqID
+	case !traceID.IsEmpty():
+		key.traceID = traceID
+	default:
+		b.records = append(b.records, int32(len(b.groups)))
+		b.groups = append(b.groups, group{single: true, facts: *f})
+		return
+	}
+	gi, ok := sc.index[key]
+	if !ok {
+		gi = int32(len(b.groups))
+		sc.index[key] = gi
+		b.groups = append(b.groups, group{key: key, facts: *f})
+	} else {
+		b.groups[gi].facts.merge(f)
+	}
+	b.records = append(b.records, gi)
+}
+
+func serviceName(res pcommon.Resource) string {
+	if v, ok := res.Attributes().Get(string(semconv.ServiceNameKey)); ok {
+		return v.AsString()
+	}
+	return ""
+}
+
+// valueSize estimates the bytes a value takes.
+func valueSize(v pcommon.Value) int {
+	switch v.Type() {
+	case pcommon.ValueTypeStr:
+		return len(v.Str())
+	case pcommon.ValueTypeBytes:
+		return v.Bytes().Len()
+	case pcommon.ValueTypeMap:
+		size := 0
+		for k, e := range v.Map().All() {
+			size += attributeOverhead + len(k) + valueSize(e)
+		}
+		return size
+	case pcommon.ValueTypeSlice:
+		size := 0
+		s := v.Slice()
+		for i := 0; i < s.Len(); i++ {
+			size += attributeOverhead + valueSize(s.At(i))
+		}
+		return size
+	}
+	return 8
+}
+
+// filterLogs keeps the records keep says yes to, visiting them in scan order.
+func filterLogs(ld plog.Logs, keep func(i int, attrs pcommon.Map) bool) {
+	i := 0
+	ld.ResourceLogs().RemoveIf(func(rl plog.ResourceLogs) bool {
+		rl.ScopeLogs().RemoveIf(func(sl plog.ScopeLogs) bool {
+			sl.LogRecords().RemoveIf(func(lr plog.LogRecord) bool {
+				i++
+				return !keep(i-1, lr.Attributes())
+			})
+			return sl.LogRecords().Len() == 0
+		})
+		return rl.ScopeLogs().Len() == 0
+	})
+}
+
+// filterTraces keeps the spans keep says yes to, visiting them in scan order.
+func filterTraces(td ptrace.Traces, keep func(i int, attrs pcommon.Map) bool) {
+	i := 0
+	td.ResourceSpans().RemoveIf(func(rs ptrace.ResourceSpans) bool {
+		rs.ScopeSpans().RemoveIf(func(ss ptrace.ScopeSpans) bool {
+			ss.Spans().RemoveIf(func(span ptrace.Span) bool {
+				i++
+				return !keep(i-1, span.Attributes())
+			})
+			return ss.Spans().Len() == 0
+		})
+		return rs.ScopeSpans().Len() == 0
+	})
+}

@@ -1,0 +1,61 @@
+package reqsamplingprocessor
+
+import (
+	"strings"
+	"time"
+)
+
+// request is one request waiting for its decision.
+type request struct {
+	key     requestKey
+	facts   facts
+	arrived time.Time
+	// groups are its records, one group per batch they came in.
+	groups []groupRef
+	// counted and failureCounted say what the learner knows of it.
+	counted, failureCounted bool
+}
+
+type groupRef struct {
+	b     *batch
+	group int32
+}
+
+// buffer holds the requests waiting for a decision, oldest first. Requests
+// leave it only from the front: when decision_wait has passed, or early to
+// stay within its bounds.
+type buffer struct {
+	byKey map[requestKey]*request
+	queue fifo[*request]
+}
+
+func newBuffer() buffer { return buffer{byKey: map[requestKey]*request{}} }
+
+func (q *buffer) get(key requestKey) *request { return q.byKey[key] }
+
+// add starts waiting for a new request.
+func (q *buffer) add(key requestKey, now time.Time) *request {
+	// The key outlives the records it was read from, in the decision cache.
+	key.reqID = strings.Clone(key.reqID)
+	r := &request{key: key, arrived: now}
+	q.byKey[key] = r
+	q.queue.push(r)
+	return r
+}
+
+// oldest returns the request that has waited longest; nil when none waits.
+func (q *buffer) oldest() *request {
+	if q.queue.len() == 0 {
+		return nil
+	}
+	return q.queue.front()
+}
+
+// pop removes the oldest request.
+func (q *buffer) pop() *request {
+	r := q.queue.pop()
+	delete(q.byKey, r.key)
+	return r
+}
+
+func (q *buffer) len() int { return q.queue.len() }

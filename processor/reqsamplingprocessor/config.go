@@ -1,0 +1,216 @@
+package reqsamplingprocessor // import "github.com/loom-otel/loom/processor/reqsamplingprocessor"
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.opentelemetry.io/collector/confmap"
+)
+
+// Config is the reqsampling processor's configuration.
+type Config struct {
+	// DecisionWait is how long a request's records are buffered after its
+	// first record arrived before the request is decided.
+	DecisionWait time.Duration `mapstructure:"decision_wait"`
+	// MaxRequests bounds the requests waiting for a decision; beyond it the
+	// oldest are decided early.
+	MaxRequests int `mapstructure:"max_requests"`
+	// MaxBytes bounds the estimated size of the buffered records; beyond it
+	// the oldest requests are decided early.
+	MaxBytes int `mapstructure:"max_bytes"`
+	// DecisionCache remembers decisions, so that records arriving after
+	// their request was decided share its fate.
+	DecisionCache DecisionCacheConfig `mapstructure:"decision_cache"`
+	// BasePercentage is the share of requests kept when no policy matches,
+	// chosen by a hash of req_id: the same on every collector instance.
+	BasePercentage float64 `mapstructure:"base_percentage"`
+	// HashSeed seeds that hash; instances that must agree share it.
+	HashSeed uint64 `mapstructure:"hash_seed"`
+	// Policies are tried in order; a request is kept with the highest
+	// percentage among the policies it matches, credited to the first of them.
+	Policies []PolicyConfig `mapstructure:"policies"`
+	// Learning configures how hot inputs are learned from failures.
+	Learning LearningConfig `mapstructure:"learning"`
+
+	// options are test seams (clock, ticks), never set from YAML.
+	options []option `mapstructure:"-"`
+
+	_ struct{}
+}
+
+// DecisionCacheConfig bounds the memory of past decisions.
+type DecisionCacheConfig struct {
+	// TTL is how long a decision is remembered.
+	TTL time.Duration `mapstructure:"ttl"`
+	// MaxEntries bounds the decisions remembered; the oldest is forgotten first.
+	MaxEntries int `mapstructure:"max_entries"`
+
+	_ struct{}
+}
+
+// PolicyType names a kind of policy.
+type PolicyType string
+
+const (
+	// Errors keeps requests with a span with status error, a log record at
+	// or above min_severity, or a record carrying an error attribute.
+	Errors PolicyType = "errors"
+	// FailureCondition keeps requests with a record for which an OTTL
+	// condition holds: failures no record reports as an error.
+	FailureCondition PolicyType = "failure_condition"
+	// Latency keeps requests slower than a threshold or a live quantile.
+	Latency PolicyType = "latency"
+	// Stage keeps requests with a record whose stage matches a glob.
+	Stage PolicyType = "stage"
+	// InputHash keeps requests whose input_hash starts with a configured prefix.
+	InputHash PolicyType = "input_hash"
+	// HotInput keeps requests whose input_hash the learner holds hot.
+	HotInput PolicyType = "hot_input"
+	// GoldenInvalid keeps requests with a record that failed golden-field validation.
+	GoldenInvalid PolicyType = "golden_invalid"
+)
+
+// failure reports whether a match of this policy type means the request
+// failed: what the learner learns from.
+func (t PolicyType) failure() bool { return t == Errors || t == FailureCondition }
+
+// PolicyConfig is one policy; only the block named by Type is read.
+type PolicyConfig struct {
+	// Name identifies the policy in sampling.policy and in telemetry.
+	Name string     `mapstructure:"name"`
+	Type PolicyType `mapstructure:"type"`
+	// Percentage of the matching requests kept, chosen by the req_id hash;
+	// 0 (unset) means 100.
+	Percentage float64 `mapstructure:"percentage"`
+
+	Errors           ErrorsConfig           `mapstructure:"errors"`
+	FailureCondition FailureConditionConfig `mapstructure:"failure_condition"`
+	Latency          LatencyConfig          `mapstructure:"latency"`
+	Stage            StageConfig            `mapstructure:"stage"`
+	InputHash        InputHashConfig        `mapstructure:"input_hash"`
+
+	_ struct{}
+}
+
+// ErrorsConfig configures an errors policy.
+type ErrorsConfig struct {
+	// MinSeverity is the lowest log severity that reports an error: trace,
+	// debug, info, warn, error or fatal; unset means error.
+	MinSeverity string `mapstructure:"min_severity"`
+	// Attributes report an error when present with a non-empty, non-zero value.
+	Attributes []string `mapstructure:"attributes"`
+
+	_ struct{}
+}
+
+// FailureConditionConfig configures a failure_condition policy.
+type FailureConditionConfig struct {
+	// Conditions are OTTL conditions, true on a failing log record or span;
+	// each applies to the signals whose OTTL context parses it.
+	Conditions []string `mapstructure:"conditions"`
+
+	_ struct{}
+}
+
+// LatencyConfig configures a latency policy. A request's duration is its
+// entry span's (the earliest root span), compared within its series: the
+// entry span's service.name and stage.
+type LatencyConfig struct {
+	// Threshold keeps every request slower than it (0: off).
+	Threshold time.Duration `mapstructure:"threshold"`
+	// Quantile keeps every request slower than this live quantile of its
+	// series, e.g. 0.99 (0: off).
+	Quantile float64 `mapstructure:"quantile"`
+	// MinSamples is how many recent requests a series needs before its
+	// quantile is trusted; unset means 100.
+	MinSamples int `mapstructure:"min_samples"`
+	// HalfLife is how fast a series forgets old requests; unset means 10m.
+	HalfLife time.Duration `mapstructure:"half_life"`
+	// MaxSeries bounds the series tracked; unset means 1000.
+	MaxSeries int `mapstructure:"max_series"`
+
+	_ struct{}
+}
+
+// StageConfig configures a stage policy.
+type StageConfig struct {
+	// Patterns are globs on the stage attribute: * matches any run of
+	// characters ('/' included), ? one character.
+	Patterns []string `mapstructure:"patterns"`
+
+	_ struct{}
+}
+
+// InputHashConfig configures an input_hash policy.
+type InputHashConfig struct {
+	// Ranges are input_hash prefixes ("f7") or inclusive ranges of prefixes
+	// of one length ("00-09"), in lowercase hex.
+	Ranges []string `mapstructure:"ranges"`
+
+	_ struct{}
+}
+
+// LearningConfig configures the hot-input learner behind hot_input policies
+// and the failure map.
+type LearningConfig struct {
+	// HalfLife is how fast old requests and failures are forgotten.
+	HalfLife time.Duration `mapstructure:"half_life"`
+	// MinFailures is the decayed number of failures an input_hash or bucket
+	// needs to become hot.
+	MinFailures float64 `mapstructure:"min_failures"`
+	// MinFailureRate is the failures ÷ requests it needs to become hot. A hot
+	// key stays hot while it keeps above half of both thresholds.
+	MinFailureRate float64 `mapstructure:"min_failure_rate"`
+	// PrefixLength is the number of hex digits of an input_hash prefix bucket (1–3).
+	PrefixLength int `mapstructure:"prefix_length"`
+	// MaxHashes bounds the input hashes tracked; the least recently seen is evicted.
+	MaxHashes int `mapstructure:"max_hashes"`
+
+	_ struct{}
+}
+
+var _ confmap.Validator = (*Config)(nil)
+
+// Validate checks every setting and compiles every policy, so a bad
+// configuration fails at startup with the key to fix.
+func (c *Config) Validate() error {
+	var errs []error
+	check := func(ok bool, key, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf("%s: "+format, append([]any{key}, args...)...))
+		}
+	}
+	check(c.DecisionWait > 0, "decision_wait", "must be positive, e.g. 30s; got %v", c.DecisionWait)
+	check(c.MaxRequests > 0, "max_requests", "must be positive, e.g. 50000; got %d", c.MaxRequests)
+	check(c.MaxBytes > 0, "max_bytes", "must be positive, e.g. 268435456 (256 MiB); got %d", c.MaxBytes)
+	check(c.DecisionCache.TTL >= 0, "decision_cache.ttl", "must be 0 (no cache) or positive, e.g. 5m; got %v", c.DecisionCache.TTL)
+	check(c.DecisionCache.TTL == 0 || c.DecisionCache.MaxEntries > 0, "decision_cache.max_entries",
+		"must be positive when decision_cache.ttl is set, e.g. 200000; got %d", c.DecisionCache.MaxEntries)
+	check(c.BasePercentage >= 0 && c.BasePercentage <= 100, "base_percentage", "must be 0 to 100, e.g. 1; got %v", c.BasePercentage)
+	check(len(c.Policies) <= maxPolicies, "policies", "at most %d policies; got %d", maxPolicies, len(c.Policies))
+	l := c.Learning
+	check(l.HalfLife > 0, "learning.half_life", "must be positive, e.g. 1h; got %v", l.HalfLife)
+	check(l.MinFailures >= 1, "learning.min_failures", "must be at least 1, e.g. 3; got %v", l.MinFailures)
+	check(l.MinFailureRate > 0 && l.MinFailureRate <= 1, "learning.min_failure_rate", "must be above 0 and at most 1, e.g. 0.2; got %v", l.MinFailureRate)
+	check(l.PrefixLength >= 1 && l.PrefixLength <= 3, "learning.prefix_length", "must be 1, 2 or 3 hex digits; got %d", l.PrefixLength)
+	check(l.MaxHashes > 0, "learning.max_hashes", "must be positive, e.g. 100000; got %d", l.MaxHashes)
+	if _, err := compilePolicies(c, validationDeps()); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// maxPolicies is the number of policies a request's record matches are kept
+// for (one bit each).
+const maxPolicies = 64
+
+// hasPolicy reports whether a policy of type t is configured.
+func (c *Config) hasPolicy(t PolicyType) bool {
+	for _, p := range c.Policies {
+		if p.Type == t {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,82 @@
+package reqsamplingprocessor
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/confmap"
+	"go.opentelemetry.io/collector/confmap/confmaptest"
+
+	"github.com/loom-otel/loom/processor/reqsamplingprocessor/internal/metadata"
+)
+
+func loadConfig(t testing.TB, name string) *Config {
+	t.Helper()
+	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
+	require.NoError(t, err)
+	cfg := NewFactory().CreateDefaultConfig()
+	sub, err := cm.Sub(component.NewIDWithName(metadata.Type, name).String())
+	require.NoError(t, err)
+	require.NoError(t, sub.Unmarshal(cfg))
+	return cfg.(*Config)
+}
+
+func TestLoadConfig(t *testing.T) {
+	def := defaultConfig()
+	assert.Equal(t, def, loadConfig(t, ""))
+	require.NoError(t, confmap.Validate(def))
+
+	gateway := defaultConfig()
+	gateway.Policies[2].Latency = LatencyConfig{Threshold: 2 * time.Second, Quantile: 0.99}
+	got := loadConfig(t, "gateway")
+	assert.Equal(t, gateway, got)
+	require.NoError(t, confmap.Validate(got))
+
+	everything := &Config{
+		DecisionWait:   10 * time.Second,
+		MaxRequests:    100_000,
+		MaxBytes:       512 << 20,
+		DecisionCache:  DecisionCacheConfig{TTL: 10 * time.Minute, MaxEntries: 500_000},
+		BasePercentage: 0.5,
+		HashSeed:       42,
+		Policies: []PolicyConfig{
+			{Name: "errors", Type: Errors, Errors: ErrorsConfig{MinSeverity: "warn"}},
+			{Name: "known_bad_inputs", Type: InputHash, InputHash: InputHashConfig{Ranges: []string{"00-09", "f7"}}},
+			{Name: "slow", Type: Latency, Latency: LatencyConfig{Quantile: 0.999, MinSamples: 500, HalfLife: 30 * time.Minute, MaxSeries: 200}},
+			{Name: "invalid", Type: GoldenInvalid, Percentage: 10},
+		},
+		Learning: LearningConfig{HalfLife: 30 * time.Minute, MinFailures: 5, MinFailureRate: 0.5, PrefixLength: 3, MaxHashes: 200_000},
+	}
+	got = loadConfig(t, "everything")
+	assert.Equal(t, everything, got)
+	require.NoError(t, confmap.Validate(got))
+}
+
+func TestValidateNamesTheKeyToFix(t *testing.T) {
+	err := confmap.Validate(loadConfig(t, "invalid"))
+	require.Error(t, err)
+	for _, key := range []string{
+		"decision_wait:", "max_requests:", "max_bytes:", "decision_cache.max_entries:", "base_percentage:",
+		"learning.half_life:", "learning.min_failures:", "learning.min_failure_rate:", "learning.prefix_length:",
+		"learning.max_hashes:",
+		`policies[0].name: "base_rate"`, "policies[0].errors.min_severity:",
+		"policies[1].failure_condition.conditions[0]:",
+		`policies[2].name: "twice"`, "policies[2].percentage:", "policies[2].latency:",
+		"policies[3].input_hash.ranges[0]:", "policies[4].stage.patterns",
+		`policies[5].type: "sometimes"`,
+	} {
+		assert.ErrorContains(t, err, key)
+	}
+}
+
+func TestTooManyPolicies(t *testing.T) {
+	cfg := defaultConfig()
+	for i := range maxPolicies {
+		cfg.Policies = append(cfg.Policies, PolicyConfig{Name: "p" + string(rune('a'+i%26)) + string(rune('a'+i/26)), Type: GoldenInvalid})
+	}
+	assert.ErrorContains(t, cfg.Validate(), "policies: at most 64")
+}

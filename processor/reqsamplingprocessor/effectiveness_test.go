@@ -1,0 +1,105 @@
+package reqsamplingprocessor
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/loom-otel/loom/internal/workload"
+)
+
+// effectivenessRequests is the length of the effectiveness run: 10 simulated
+// minutes at 100 requests/s, about 60k requests and 5.5k failures.
+const (
+	effectivenessRequests = 60_000
+	requestEvery          = 10 * time.Millisecond
+)
+
+// hotInputsTraffic is failures concentrated in a tenth of the input patterns
+// (90% of them), a quarter of them silent, plus ordinary random failures.
+func hotInputsTraffic(n int) workload.Config {
+	return workload.Config{Scenarios: []workload.Scenario{workload.HotInputs}, Affected: 0.1, Requests: n, Seed: 1}
+}
+
+// effectivenessVariants are compared side by side on one stream.
+func effectivenessVariants() []*variant {
+	uniform := defaultConfig()
+	uniform.Policies = nil
+
+	prefixes := defaultConfig()
+	for i, p := range prefixes.Policies {
+		if p.Type == HotInput {
+			prefixes.Policies[i] = PolicyConfig{Name: "known_bad_inputs", Type: InputHash, InputHash: InputHashConfig{Ranges: []string{"00-09"}}}
+		}
+	}
+	return []*variant{
+		{name: "uniform 1%", cfg: uniform},
+		{name: "configured prefixes 00-09", cfg: prefixes},
+		{name: "learning only (defaults)", cfg: defaultConfig()},
+	}
+}
+
+// writeEffectiveness prints the table of a run.
+func writeEffectiveness(w io.Writer, truths []workload.Truth, variants []*variant) {
+	fmt.Fprintf(w, "\nreqsampling effectiveness: %d requests at %d/s on hotinputs traffic (ground truth: workload generator)\n",
+		len(truths), time.Second/requestEvery)
+	fmt.Fprintf(w, "%-28s %10s %14s %12s %14s %22s %s\n", "variant", "failing", "kept whole", "volume", "healthy kept",
+		"healthy on hot inputs", "learning time")
+	for _, v := range variants {
+		sc := score(truths, v.kept)
+		learning := "-"
+		if v.cfg.hasPolicy(HotInput) {
+			learning = "no miss"
+			if sc.lastMiss >= 0 {
+				learning = fmt.Sprintf("%d misses, last at %s (request %d)", sc.misses, time.Duration(sc.lastMiss)*requestEvery, sc.lastMiss)
+			}
+		}
+		fmt.Fprintf(w, "%-28s %10d %13.2f%% %11.3f× %13.2f%% %21.1f%% %s\n", v.name, sc.failing, sc.failingKept(), sc.volume(),
+			sc.healthyRate(), sc.hotHealthyRate(), learning)
+	}
+	fmt.Fprintln(w, "volume: kept request records ÷ the oracle's (every failing request whole, 1% of the healthy ones)")
+}
+
+func runEffectiveness(tb testing.TB, n int) ([]workload.Truth, []*variant) {
+	r := newReplay(tb, hotInputsTraffic(n), requestEvery)
+	variants := effectivenessVariants()
+	r.run(tb, n, variants)
+	return r.truths, variants
+}
+
+// BenchmarkEffectiveness prints, side by side on one stream, how uniform
+// request sampling, configured input_hash ranges and learning alone keep the
+// failing requests of the ground truth, at what volume, how long learning
+// takes, and at what rate healthy requests on hot inputs are kept as
+// baselines for comparison.
+func BenchmarkEffectiveness(b *testing.B) {
+	var truths []workload.Truth
+	var variants []*variant
+	for b.Loop() {
+		truths, variants = runEffectiveness(b, effectivenessRequests)
+	}
+	writeEffectiveness(os.Stdout, truths, variants)
+	learning := score(truths, variants[2].kept)
+	b.ReportMetric(learning.failingKept(), "%failing_kept")
+	b.ReportMetric(learning.volume(), "volume/oracle")
+}
+
+// Half the benchmark's run holds learning alone to the goals, warm-up
+// included: at least 99.7% of the failing requests kept whole, at most 1.12×
+// the oracle volume.
+func TestEffectiveness(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays 30k requests three times")
+	}
+	truths, variants := runEffectiveness(t, effectivenessRequests/2)
+	writeEffectiveness(os.Stdout, truths, variants)
+	uniform, learning := score(truths, variants[0].kept), score(truths, variants[2].kept)
+	assert.Less(t, uniform.failingKept(), 3.0)
+	assert.GreaterOrEqual(t, learning.failingKept(), 99.7)
+	assert.LessOrEqual(t, learning.volume(), 1.12)
+	assert.Zero(t, learning.partial)
+}

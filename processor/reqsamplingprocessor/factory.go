@@ -1,0 +1,168 @@
+//go:generate ../../.tools/mdatagen metadata.yaml
+
+// Package reqsamplingprocessor samples requests, not records: it buffers the
+// logs and spans of each request (by req_id, else trace id), decides once
+// per request with ordered policies and a base rate that every collector
+// instance draws the same (ARCHITECTURE.md §6), and keeps or drops all of the
+// request's records together. It learns by itself which inputs fail.
+package reqsamplingprocessor // import "github.com/loom-otel/loom/processor/reqsamplingprocessor"
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/processor"
+	"go.opentelemetry.io/collector/processor/processorhelper"
+
+	"github.com/loom-otel/loom/processor/reqsamplingprocessor/internal/metadata"
+)
+
+// Records are held and filtered in place until their request is decided.
+var mutatesData = processorhelper.WithCapabilities(consumer.Capabilities{MutatesData: true})
+
+// NewFactory returns the reqsampling processor factory.
+func NewFactory() processor.Factory {
+	f := &factory{samplers: map[component.ID]*sampler{}}
+	return processor.NewFactory(
+		metadata.Type,
+		createDefaultConfig,
+		processor.WithLogs(f.createLogs, metadata.LogsStability),
+		processor.WithTraces(f.createTraces, metadata.TracesStability),
+	)
+}
+
+func createDefaultConfig() component.Config {
+	return &Config{
+		DecisionWait:   30 * time.Second,
+		MaxRequests:    50_000,
+		MaxBytes:       256 << 20,
+		DecisionCache:  DecisionCacheConfig{TTL: 5 * time.Minute, MaxEntries: 200_000},
+		BasePercentage: 1,
+		Policies: []PolicyConfig{
+			{Name: "errors", Type: Errors, Errors: ErrorsConfig{
+				MinSeverity: "error",
+				Attributes:  []string{"error.type", "error_code", "error_type"},
+			}},
+			{Name: "empty_output", Type: FailureCondition, FailureCondition: FailureConditionConfig{Conditions: []string{
+				`Int(attributes["output_length"]) == 0`,
+				`attributes["filter_reason"] != nil and attributes["filter_reason"] != "none"`,
+			}}},
+			{Name: "latency", Type: Latency, Latency: LatencyConfig{
+				Quantile: 0.99, MinSamples: 100, HalfLife: 10 * time.Minute, MaxSeries: 1000,
+			}},
+			{Name: "cache_miss", Type: Stage, Stage: StageConfig{Patterns: []string{"cache/miss*"}}},
+			{Name: "hot_input", Type: HotInput},
+		},
+		Learning: LearningConfig{
+			HalfLife:       time.Hour,
+			MinFailures:    3,
+			MinFailureRate: 0.2,
+			PrefixLength:   2,
+			MaxHashes:      100_000,
+		},
+	}
+}
+
+// factory shares one sampler per component ID between the logs and traces
+// processors, so that a request's logs and spans share one fate.
+type factory struct {
+	mu       sync.Mutex
+	samplers map[component.ID]*sampler
+}
+
+// acquire returns the sampler of set.ID, creating it on first use.
+func (f *factory) acquire(set processor.Settings, cfg *Config) (*sampler, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, ok := f.samplers[set.ID]
+	if !ok {
+		var err error
+		if s, err = newSampler(set, cfg); err != nil {
+			return nil, err
+		}
+		f.samplers[set.ID] = s
+	}
+	s.refs++
+	return s, nil
+}
+
+// shutdown is one processor's: it flushes what is pending, and the last
+// processor of the sampler stops it.
+func (f *factory) shutdown(ctx context.Context, id component.ID, s *sampler) error {
+	f.mu.Lock()
+	s.refs--
+	last := s.refs == 0
+	if last {
+		delete(f.samplers, id)
+	}
+	f.mu.Unlock()
+	if last {
+		return s.shutdown(ctx)
+	}
+	return s.flush(ctx)
+}
+
+func (f *factory) createLogs(ctx context.Context, set processor.Settings, cfg component.Config, next consumer.Logs) (processor.Logs, error) {
+	s, err := f.acquire(set, cfg.(*Config))
+	if err != nil {
+		return nil, err
+	}
+	s.nextLogs = next
+	consume := func(ctx context.Context, ld plog.Logs) (plog.Logs, error) {
+		sc := s.scanners.Get().(*scanner)
+		b := sc.scanLogs(ld)
+		s.scanners.Put(sc)
+		return ld, skipped(s.submit(ctx, b))
+	}
+	return processorhelper.NewLogs(ctx, set, cfg, next, consume, f.options(set.ID, s)...)
+}
+
+func (f *factory) createTraces(ctx context.Context, set processor.Settings, cfg component.Config, next consumer.Traces) (processor.Traces, error) {
+	s, err := f.acquire(set, cfg.(*Config))
+	if err != nil {
+		return nil, err
+	}
+	s.nextTraces = next
+	consume := func(ctx context.Context, td ptrace.Traces) (ptrace.Traces, error) {
+		sc := s.scanners.Get().(*scanner)
+		b := sc.scanTraces(td)
+		s.scanners.Put(sc)
+		return td, skipped(s.submit(ctx, b))
+	}
+	return processorhelper.NewTraces(ctx, set, cfg, next, consume, f.options(set.ID, s)...)
+}
+
+func (f *factory) options(id component.ID, s *sampler) []processorhelper.Option {
+	return []processorhelper.Option{
+		mutatesData,
+		processorhelper.WithStart(func(context.Context, component.Host) error {
+			s.start()
+			return nil
+		}),
+		processorhelper.WithShutdown(func(ctx context.Context) error { return f.shutdown(ctx, id, s) }),
+	}
+}
+
+// skipped tells processorhelper that the records were taken over, not
+// passed on: they are forwarded once their request is decided.
+func skipped(err error) error {
+	if err != nil {
+		return err
+	}
+	return processorhelper.ErrSkipProcessingData
+}
+
+// option is a test seam, set through Config.options.
+type option func(*sampler)
+
+// withClock replaces the wall clock.
+func withClock(now func() time.Time) option { return func(s *sampler) { s.now = now } }
+
+// withTicks replaces the ticker: every channel received is a tick, closed
+// once the tick is done.
+func withTicks(ticks <-chan chan struct{}) option { return func(s *sampler) { s.testTicks = ticks } }

@@ -1,0 +1,79 @@
+// Package policy holds the reqsampling processor's sampling policies. A
+// policy says whether a request must be kept; the processor keeps a request
+// when any of its policies matches (each at its own percentage), else at the
+// base rate.
+//
+// A policy looks at a request twice: once per record as the record arrives
+// (MatchRecord, on the pipelines' goroutines, so it must be safe for
+// concurrent use), and once per request when the request is decided
+// (MatchRequest, on the processor's one deciding goroutine).
+package policy // import "github.com/loom-otel/loom/processor/reqsamplingprocessor/internal/policy"
+
+import (
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+)
+
+// Evaluator is one sampling policy.
+type Evaluator interface {
+	// MatchRecord reports whether this record alone makes its request match.
+	MatchRecord(r *Record) bool
+	// MatchRequest reports whether the request matches when it is decided;
+	// recordMatched says whether MatchRecord held for any of its records.
+	MatchRequest(req *Request, recordMatched bool) bool
+}
+
+// Observer is a policy that learns from every decided request, kept or not.
+// Observe is called on the deciding goroutine, after MatchRequest.
+type Observer interface {
+	Observe(req *Request)
+}
+
+// Record is one log record or span as policies see it. Attrs, Stage and
+// Invalid are set for both signals; the OTTL parts of the other signal are
+// left empty.
+type Record struct {
+	Attrs pcommon.Map
+	// Stage is the record's stage attribute ("" when absent).
+	Stage string
+	// Invalid is true when the record failed golden-field validation.
+	Invalid bool
+
+	IsSpan bool
+
+	ResourceLogs plog.ResourceLogs
+	ScopeLogs    plog.ScopeLogs
+	LogRecord    plog.LogRecord
+
+	ResourceSpans ptrace.ResourceSpans
+	ScopeSpans    ptrace.ScopeSpans
+	Span          ptrace.Span
+}
+
+// Request is what policies see of a request when it is decided.
+type Request struct {
+	// InputHash is the first input_hash found on its records ("" when none).
+	InputHash string
+	// Entry names the latency series of the request: the service.name and
+	// stage of its entry span ("" when no span was seen).
+	Entry string
+	// Duration is the entry span's duration, or the time covered by all its
+	// spans when no entry span was seen; 0 when the request had no span.
+	Duration time.Duration
+	// Now is when the decision is made.
+	Now time.Time
+}
+
+// recordPolicy is embedded by policies that judge records only: a request
+// matches when any of its records does.
+type recordPolicy struct{}
+
+func (recordPolicy) MatchRequest(_ *Request, recordMatched bool) bool { return recordMatched }
+
+// requestPolicy is embedded by policies that judge whole requests only.
+type requestPolicy struct{}
+
+func (requestPolicy) MatchRecord(*Record) bool { return false }

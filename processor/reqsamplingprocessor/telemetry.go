@@ -1,0 +1,183 @@
+package reqsamplingprocessor
+
+import (
+	"context"
+	"errors"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/loom-otel/loom/processor/reqsamplingprocessor/internal/metadata"
+)
+
+type outcome uint8
+
+const (
+	outcomeKept outcome = iota
+	outcomeDropped
+	numOutcomes
+)
+
+func outcomeOf(kept bool) outcome {
+	if kept {
+		return outcomeKept
+	}
+	return outcomeDropped
+}
+
+type earlyReason uint8
+
+const (
+	earlyMaxRequests earlyReason = iota
+	earlyMaxBytes
+	earlyShutdown
+	numEarlyReasons
+)
+
+type state uint8
+
+const (
+	stateDecisionCache state = iota
+	stateInputHash
+	stateLatencySeries
+	numStates
+)
+
+var (
+	signalNames  = [numSignals]string{"logs", "traces"}
+	outcomeNames = [numOutcomes]string{"kept", "dropped"}
+	earlyNames   = [numEarlyReasons]string{"max_requests", "max_bytes", "shutdown"}
+	stateNames   = [numStates]string{"decision_cache", "input_hash", "latency_series"}
+)
+
+// Bucket labels of requests whose input_hash has no prefix bucket.
+const (
+	bucketNone  = "none"
+	bucketOther = "other"
+)
+
+// telemetry reports the processor's own metrics with attribute sets built once.
+type telemetry struct {
+	tb *metadata.TelemetryBuilder
+	// ctx is the context of every measurement: the processor's own.
+	ctx       context.Context
+	records   [numSignals][numOutcomes]metric.MeasurementOption
+	late      [numSignals][numOutcomes]metric.MeasurementOption
+	decisions [][numOutcomes]metric.MeasurementOption // by policy index + 1; 0 is the base rate
+	errors    []metric.MeasurementOption              // by policy index
+	early     [numEarlyReasons]metric.MeasurementOption
+	evictions [numStates]metric.MeasurementOption
+	// buckets is used by the deciding goroutine only; at most 16^3+2 entries.
+	buckets map[string]metric.MeasurementOption
+}
+
+func newTelemetry(tb *metadata.TelemetryBuilder, policies []compiledPolicy) *telemetry {
+	t := &telemetry{tb: tb, ctx: context.Background(), buckets: map[string]metric.MeasurementOption{}}
+	for s := range numSignals {
+		for o := range numOutcomes {
+			set := metric.WithAttributes(attribute.String("signal", signalNames[s]), attribute.String("outcome", outcomeNames[o]))
+			t.records[s][o], t.late[s][o] = set, set
+		}
+	}
+	names := []string{basePolicy}
+	for _, p := range policies {
+		names = append(names, p.name)
+		t.errors = append(t.errors, metric.WithAttributes(attribute.String("policy", p.name)))
+	}
+	t.decisions = make([][numOutcomes]metric.MeasurementOption, len(names))
+	for i, name := range names {
+		for o := range numOutcomes {
+			t.decisions[i][o] = metric.WithAttributes(attribute.String("policy", name), attribute.String("outcome", outcomeNames[o]))
+		}
+	}
+	for r := range numEarlyReasons {
+		t.early[r] = metric.WithAttributes(attribute.String("reason", earlyNames[r]))
+	}
+	for s := range numStates {
+		t.evictions[s] = metric.WithAttributes(attribute.String("state", stateNames[s]))
+	}
+	return t
+}
+
+func (t *telemetry) evicted(s state) {
+	t.tb.ProcessorReqsamplingEvictions.Add(t.ctx, 1, t.evictions[s])
+}
+
+func (t *telemetry) decidedEarly(r earlyReason) {
+	t.tb.ProcessorReqsamplingEarlyDecisions.Add(t.ctx, 1, t.early[r])
+}
+
+// policyFailed counts a record policy i could not evaluate.
+func (t *telemetry) policyFailed(i int) {
+	t.tb.ProcessorReqsamplingPolicyErrors.Add(t.ctx, 1, t.errors[i])
+}
+
+func (t *telemetry) decided(v verdict) {
+	t.tb.ProcessorReqsamplingDecisions.Add(t.ctx, 1, t.decisions[v.policy+1][outcomeOf(v.kept)])
+}
+
+// bucketDecided counts a decided request in its input_hash bucket.
+func (t *telemetry) bucketDecided(label string, failed, kept bool) {
+	set, ok := t.buckets[label]
+	if !ok {
+		set = metric.WithAttributes(attribute.String("bucket", label))
+		t.buckets[label] = set
+	}
+	t.tb.ProcessorReqsamplingBucketRequests.Add(t.ctx, 1, set)
+	if failed {
+		t.tb.ProcessorReqsamplingBucketFailures.Add(t.ctx, 1, set)
+	}
+	if kept {
+		t.tb.ProcessorReqsamplingBucketKept.Add(t.ctx, 1, set)
+	}
+}
+
+// released counts a batch's records as they leave: [late][outcome].
+func (t *telemetry) released(s signal, counts [2][numOutcomes]int64) {
+	for o := range numOutcomes {
+		if n := counts[0][o] + counts[1][o]; n > 0 {
+			t.tb.ProcessorReqsamplingRecords.Add(t.ctx, n, t.records[s][o])
+		}
+		if n := counts[1][o]; n > 0 {
+			t.tb.ProcessorReqsamplingLateRecords.Add(t.ctx, n, t.late[s][o])
+		}
+	}
+}
+
+// registerGauges reports the observable gauges from what the sampler publishes.
+func (t *telemetry) registerGauges(s *sampler) error {
+	kindHash := metric.WithAttributes(attribute.String("kind", "input_hash"))
+	kindBucket := metric.WithAttributes(attribute.String("kind", "bucket"))
+	return errors.Join(
+		t.tb.RegisterProcessorReqsamplingPendingRequestsCallback(func(_ context.Context, o metric.Int64Observer) error {
+			o.Observe(s.pendingRequests.Load())
+			return nil
+		}),
+		t.tb.RegisterProcessorReqsamplingPendingBytesCallback(func(_ context.Context, o metric.Int64Observer) error {
+			o.Observe(s.pendingBytes.Load())
+			return nil
+		}),
+		t.tb.RegisterProcessorReqsamplingHotInputsCallback(func(_ context.Context, o metric.Int64Observer) error {
+			m := s.HeatMap()
+			hotBuckets := 0
+			for _, b := range m.Buckets {
+				if b.Hot {
+					hotBuckets++
+				}
+			}
+			o.Observe(int64(len(m.HotInputs)), kindHash)
+			o.Observe(int64(hotBuckets), kindBucket)
+			return nil
+		}),
+		t.tb.RegisterProcessorReqsamplingHotInputFailureRateCallback(func(_ context.Context, o metric.Float64Observer) error {
+			hot := s.HeatMap().HotInputs
+			for _, h := range hot[:min(len(hot), maxHotReported)] {
+				o.Observe(h.FailureRate, metric.WithAttributes(attribute.String("hash", h.InputHash)))
+			}
+			return nil
+		}),
+	)
+}
+
+// maxHotReported bounds the hot hashes reported as metric series.
+const maxHotReported = 100

@@ -1,0 +1,246 @@
+package reqsamplingprocessor
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/processor"
+	"go.opentelemetry.io/collector/processor/processortest"
+	"go.opentelemetry.io/otel/attribute"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+
+	"github.com/loom-otel/loom/internal/workload"
+	"github.com/loom-otel/loom/processor/goldenfieldprocessor"
+)
+
+// workloadScope is the instrumentation scope the generated records carry.
+const workloadScope = "github.com/loom-otel/loom/internal/workload"
+
+// toPdata builds the OTLP data the workload's SDK would send for reqs: one
+// resource per service instance, spans and logs apart.
+func toPdata(reqs []*workload.Request) (ptrace.Traces, plog.Logs) {
+	td, ld := ptrace.NewTraces(), plog.NewLogs()
+	spanSlices := map[*workload.Service]ptrace.SpanSlice{}
+	logSlices := map[*workload.Service]plog.LogRecordSlice{}
+	for _, r := range reqs {
+		for i := range r.Spans {
+			s := &r.Spans[i]
+			spans, ok := spanSlices[s.Service]
+			if !ok {
+				rs := td.ResourceSpans().AppendEmpty()
+				putResource(s.Service, rs.Resource())
+				ss := rs.ScopeSpans().AppendEmpty()
+				ss.Scope().SetName(workloadScope)
+				spans = ss.Spans()
+				spanSlices[s.Service] = spans
+			}
+			putSpan(s, spans.AppendEmpty())
+		}
+		for i := range r.Logs {
+			l := &r.Logs[i]
+			records, ok := logSlices[l.Service]
+			if !ok {
+				rl := ld.ResourceLogs().AppendEmpty()
+				putResource(l.Service, rl.Resource())
+				sl := rl.ScopeLogs().AppendEmpty()
+				sl.Scope().SetName(workloadScope)
+				records = sl.LogRecords()
+				logSlices[l.Service] = records
+			}
+			putLog(l, records.AppendEmpty())
+		}
+	}
+	return td, ld
+}
+
+func putResource(svc *workload.Service, res pcommon.Resource) {
+	a := res.Attributes()
+	a.PutStr(string(semconv.ServiceNameKey), svc.Name)
+	a.PutStr(string(semconv.ServiceInstanceIDKey), svc.Instance)
+	a.PutStr(string(semconv.ServiceVersionKey), svc.Version)
+	a.PutStr(string(semconv.HostNameKey), svc.Host)
+	a.PutInt(string(semconv.ProcessPIDKey), int64(svc.PID))
+	a.PutStr(string(semconv.TelemetrySDKLanguageKey), svc.Language)
+}
+
+func putSpan(s *workload.Span, out ptrace.Span) {
+	out.SetName(s.Name)
+	out.SetKind(ptrace.SpanKind(s.Kind))
+	out.SetTraceID(pcommon.TraceID(s.Context.TraceID()))
+	out.SetSpanID(pcommon.SpanID(s.Context.SpanID()))
+	if s.Parent.IsValid() {
+		out.SetParentSpanID(pcommon.SpanID(s.Parent.SpanID()))
+	}
+	out.SetStartTimestamp(pcommon.NewTimestampFromTime(s.Start))
+	out.SetEndTimestamp(pcommon.NewTimestampFromTime(s.End))
+	if s.Error != "" {
+		out.Status().SetCode(ptrace.StatusCodeError)
+		out.Status().SetMessage(s.Error)
+	}
+	putAttributes(out.Attributes(), s.Attrs)
+}
+
+func putLog(l *workload.Log, out plog.LogRecord) {
+	out.SetTimestamp(pcommon.NewTimestampFromTime(l.Time))
+	out.SetObservedTimestamp(pcommon.NewTimestampFromTime(l.Time))
+	out.SetSeverityNumber(plog.SeverityNumber(l.Severity))
+	out.SetSeverityText(l.SeverityText)
+	out.Body().SetStr(l.Body)
+	if l.Context.IsValid() {
+		out.SetTraceID(pcommon.TraceID(l.Context.TraceID()))
+		out.SetSpanID(pcommon.SpanID(l.Context.SpanID()))
+	}
+	putAttributes(out.Attributes(), l.Attrs)
+}
+
+func putAttributes(m pcommon.Map, kvs []attribute.KeyValue) {
+	m.EnsureCapacity(len(kvs))
+	for _, kv := range kvs {
+		k := string(kv.Key)
+		switch kv.Value.Type() {
+		case attribute.BOOL:
+			m.PutBool(k, kv.Value.AsBool())
+		case attribute.INT64:
+			m.PutInt(k, kv.Value.AsInt64())
+		case attribute.FLOAT64:
+			m.PutDouble(k, kv.Value.AsFloat64())
+		default:
+			m.PutStr(k, kv.Value.AsString())
+		}
+	}
+}
+
+// goldenChain puts the real goldenfield processor (default config) in front
+// of next, as the gateway pipeline does.
+type goldenChain struct {
+	logs   processor.Logs
+	traces processor.Traces
+}
+
+func newGoldenChain(tb testing.TB, nextLogs consumer.Logs, nextTraces consumer.Traces) *goldenChain {
+	tb.Helper()
+	f := goldenfieldprocessor.NewFactory()
+	set := processortest.NewNopSettings(f.Type())
+	logs, err := f.CreateLogs(context.Background(), set, f.CreateDefaultConfig(), nextLogs)
+	require.NoError(tb, err)
+	traces, err := f.CreateTraces(context.Background(), set, f.CreateDefaultConfig(), nextTraces)
+	require.NoError(tb, err)
+	tb.Cleanup(func() {
+		require.NoError(tb, logs.Shutdown(context.Background()))
+		require.NoError(tb, traces.Shutdown(context.Background()))
+	})
+	return &goldenChain{logs: logs, traces: traces}
+}
+
+// counter counts the records a processor kept, by req_id; it stands in for
+// the exporters so that long runs keep no data.
+type counter struct {
+	byReqID map[string]int
+	unkeyed int
+}
+
+func newCounter() *counter { return &counter{byReqID: map[string]int{}} }
+
+func (c *counter) Capabilities() consumer.Capabilities { return consumer.Capabilities{} }
+
+func (c *counter) count(attrs pcommon.Map) {
+	if id := reqIDOf(attrs); id != "" {
+		c.byReqID[id]++
+	} else {
+		c.unkeyed++
+	}
+}
+
+func (c *counter) ConsumeLogs(_ context.Context, ld plog.Logs) error {
+	forEachLog(ld, func(lr plog.LogRecord) { c.count(lr.Attributes()) })
+	return nil
+}
+
+func (c *counter) ConsumeTraces(_ context.Context, td ptrace.Traces) error {
+	forEachSpan(td, func(s ptrace.Span) { c.count(s.Attributes()) })
+	return nil
+}
+
+// variant is one sampler configuration replayed on a workload.
+type variant struct {
+	name string
+	cfg  *Config
+	h    *harness
+	kept *counter
+	heat HeatMap
+}
+
+// replay sends generated traffic through the real goldenfield processor and
+// then, side by side, through every variant: each request's records arrive
+// together when it ends (as workload.Run sends them), one batch per
+// batchEvery of simulated time, and every variant's clock follows.
+type replay struct {
+	gen        *workload.Generator
+	every      time.Duration // between request ends
+	batchEvery time.Duration
+	truths     []workload.Truth
+}
+
+func newReplay(tb testing.TB, cfg workload.Config, every time.Duration) *replay {
+	gen, err := workload.NewGenerator(cfg)
+	require.NoError(tb, err)
+	return &replay{gen: gen, every: every, batchEvery: 200 * time.Millisecond}
+}
+
+// run replays n requests to the variants and shuts them down.
+func (r *replay) run(tb testing.TB, n int, variants []*variant) {
+	goldenLogs, goldenTraces := new(consumertest.LogsSink), new(consumertest.TracesSink)
+	chain := newGoldenChain(tb, goldenLogs, goldenTraces)
+	for _, v := range variants {
+		v.kept = newCounter()
+		v.h = newHarnessTo(tb, v.cfg, v.kept)
+	}
+	var batch []*workload.Request
+	flush := func(now time.Time) {
+		td, ld := toPdata(batch)
+		batch = batch[:0]
+		require.NoError(tb, chain.logs.ConsumeLogs(context.Background(), ld))
+		require.NoError(tb, chain.traces.ConsumeTraces(context.Background(), td))
+		for _, v := range variants {
+			for _, ld := range goldenLogs.AllLogs() {
+				cp := plog.NewLogs()
+				ld.CopyTo(cp)
+				require.NoError(tb, v.h.logs.ConsumeLogs(context.Background(), cp))
+			}
+			for _, td := range goldenTraces.AllTraces() {
+				cp := ptrace.NewTraces()
+				td.CopyTo(cp)
+				require.NoError(tb, v.h.traces.ConsumeTraces(context.Background(), cp))
+			}
+			v.h.clock.set(now)
+			v.h.tick()
+		}
+		goldenLogs.Reset()
+		goldenTraces.Reset()
+	}
+	next := t0.Add(r.batchEvery)
+	for i := range n {
+		end := t0.Add(time.Duration(i) * r.every)
+		if !end.Before(next) {
+			flush(next)
+			next = next.Add(r.batchEvery)
+		}
+		req := r.gen.Next(end)
+		r.truths = append(r.truths, req.Truth)
+		batch = append(batch, req)
+	}
+	flush(next)
+	// Let every request wait its decision_wait, as a running collector would.
+	for _, v := range variants {
+		v.h.wait(v.cfg.DecisionWait)
+		v.heat = v.h.heatMap()
+		v.h.shutdown()
+	}
+}

@@ -1,0 +1,113 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/loom-otel/loom/internal/golden"
+	"github.com/loom-otel/loom/internal/otlpsink"
+	"github.com/loom-otel/loom/internal/workload"
+)
+
+// waitQuiet returns once the sink received nothing new for quiet.
+func waitQuiet(sink *otlpsink.Sink, quiet time.Duration) otlpsink.Counts {
+	const poll = 200 * time.Millisecond
+	last := sink.Counts()
+	for still := time.Duration(0); still < quiet; still += poll {
+		time.Sleep(poll)
+		if now := sink.Counts(); now != last {
+			last, still = now, 0
+		}
+	}
+	return last
+}
+
+// TestReqsamplingKeepsEveryFailingRequestWhole sends the S1–S3 mix through the
+// default config and scores what comes out against the ground truth: every
+// failing request is kept with all of its logs and spans, healthy requests at
+// about the base rate, and every kept record says which policy kept it.
+func TestReqsamplingKeepsEveryFailingRequestWhole(t *testing.T) {
+	sink, err := otlpsink.Start(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	col := startCollector(t, "distribution/config.yaml", withEdits(exportTo(sink, "logs", "traces"), func(cfg map[string]any) {
+		mapAt(cfg, "processors", "reqsampling")["decision_wait"] = "2s"
+	}))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var truthFile strings.Builder
+	sent, err := workload.Run(ctx, workload.Config{
+		Scenarios: []workload.Scenario{workload.S1, workload.S2, workload.S3},
+		Affected:  0.12,
+		Requests:  3000,
+		Seed:      21,
+	}, workload.Target{Endpoint: col.endpoints["receivers.otlp.protocols.grpc.endpoint"], Protocol: workload.GRPC, Insecure: true}, &truthFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	truths := readTruth(t, []byte(truthFile.String()))
+	got := waitQuiet(sink, 5*time.Second) // longer than decision_wait plus reqidstitch's hold
+
+	spansByReq := map[string]int{}
+	var texts []string
+	unannotated := 0
+	for _, td := range sink.Traces() {
+		forEachSpan(td, func(span ptrace.Span) {
+			spansByReq[strAttr(span.Attributes(), golden.ReqID)]++
+			if strAttr(span.Attributes(), golden.SamplingPolicy) == "" {
+				unannotated++
+			}
+		})
+	}
+	for _, ld := range sink.Logs() {
+		forEachLog(ld, func(lr plog.LogRecord) {
+			texts = append(texts, lr.Body().AsString()+" "+strAttr(lr.Attributes(), golden.ReqID))
+			if lr.EventName() != golden.SchemaDriftEvent && strAttr(lr.Attributes(), golden.SamplingPolicy) == "" {
+				unannotated++
+			}
+		})
+	}
+	logsByReq := countMentions(texts, truths)
+
+	var failing, failingWhole, healthy, healthyKept int
+	for _, tr := range truths {
+		kept := spansByReq[tr.ReqID] > 0 || logsByReq[tr.ReqID] > 0
+		if tr.Failed {
+			failing++
+			if spansByReq[tr.ReqID] == tr.Spans && logsByReq[tr.ReqID] == tr.Logs {
+				failingWhole++
+			} else {
+				t.Errorf("failing %s request %s kept %d/%d spans, %d/%d logs", tr.Scenario, tr.ReqID, spansByReq[tr.ReqID], tr.Spans, logsByReq[tr.ReqID], tr.Logs)
+			}
+			continue
+		}
+		healthy++
+		if kept {
+			healthyKept++
+			if spansByReq[tr.ReqID] != tr.Spans || logsByReq[tr.ReqID] != tr.Logs {
+				t.Errorf("healthy request %s kept in part: %d/%d spans, %d/%d logs", tr.ReqID, spansByReq[tr.ReqID], tr.Spans, logsByReq[tr.ReqID], tr.Logs)
+			}
+		}
+	}
+	healthyRate := float64(healthyKept) / float64(healthy)
+	t.Logf("failing requests kept whole: %d of %d; healthy kept: %d of %d (%.2f%%); records out %d of %d",
+		failingWhole, failing, healthyKept, healthy, 100*healthyRate, got.LogRecords+got.Spans, sent.Logs+sent.Spans)
+	if failing == 0 {
+		t.Fatal("the workload produced no failing request")
+	}
+	if healthyRate > 0.05 {
+		t.Errorf("healthy requests kept at %.2f%%, want about the 1%% base rate (at most 5%%)", 100*healthyRate)
+	}
+	if unannotated > 0 {
+		t.Errorf("%d kept records lack %s", unannotated, golden.SamplingPolicy)
+	}
+}
