@@ -94,8 +94,8 @@ func runCollector(t testing.TB, args ...string) (string, error) {
 }
 
 // startCollector starts the binary with the shipped config at configPath
-// (relative to the repository root), every loopback listener moved to a free
-// port and edit applied to the parsed config. It waits until health_check
+// (relative to the repository root), edit applied to the parsed config and
+// then every loopback listener moved to a free port. It waits until health_check
 // reports ready and stops the collector when the test ends.
 func startCollector(t testing.TB, configPath string, edit func(cfg map[string]any)) *collector {
 	t.Helper()
@@ -107,11 +107,11 @@ func startCollector(t testing.TB, configPath string, edit func(cfg map[string]an
 	if err := yaml.Unmarshal(raw, &cfg); err != nil {
 		t.Fatalf("%s: %v", configPath, err)
 	}
-	endpoints := map[string]string{}
-	movePorts(t, cfg, "", endpoints)
 	if edit != nil {
 		edit(cfg)
 	}
+	endpoints := map[string]string{}
+	movePorts(t, cfg, "", endpoints)
 	health, ok := endpoints["extensions.health_check.endpoint"]
 	if !ok {
 		t.Fatalf("%s has no health_check endpoint on loopback: the harness needs it to know when the collector is ready", configPath)
@@ -187,8 +187,12 @@ var loopbackAddr = regexp.MustCompile(`^(127\.0\.0\.1|localhost|\[::1\]):\d+$`)
 
 // movePorts rewrites every loopback listener in cfg (an `endpoint: host:port`
 // value, or a `host`/`port` pair such as the collector's own telemetry reader)
-// to a free port, recording where each went.
+// to a free port, recording where each went. Exporters dial out: their
+// endpoints stay as they are.
 func movePorts(t testing.TB, node any, path string, moved map[string]string) {
+	if path == "exporters" {
+		return
+	}
 	switch n := node.(type) {
 	case map[string]any:
 		if host, ok := n["host"].(string); ok && isLoopbackHost(host) {
