@@ -19,7 +19,7 @@ METADATA    := $(shell find . -name metadata.yaml -not -path './.git/*' -not -pa
 
 export CGO_ENABLED := 1
 
-.PHONY: all tools generate generate-check build run test unit fuzz e2e bench lint fmt clean
+.PHONY: all tools generate generate-check build run test test-deps unit fuzz e2e bench lint fmt clean
 
 all: build
 
@@ -57,7 +57,12 @@ run: build
 # --- tests -----------------------------------------------------------------
 test: lint unit fuzz e2e
 
-unit:
+# The event graph's tests run a real Neo4j (Java 17 + Maven): fetch and build its
+# launcher once, so that test binaries start it offline.
+test-deps:
+	test/neo4j/prepare.sh
+
+unit: test-deps
 	$(GO) test -count=1 ./...
 
 # Every fuzz target runs for FUZZTIME on top of its seed corpus.
@@ -69,11 +74,11 @@ fuzz:
 	  done; \
 	done
 
-e2e: build
+e2e: build test-deps
 	LOOM_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -tags e2e -timeout 20m ./test/e2e/...
 
 # Benchmarks print ratios against baselines measured side by side in the same run.
-bench:
+bench: test-deps
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./... | tee /dev/stderr | $(GO) run ./cmd/benchratio
 
 # --- hygiene ---------------------------------------------------------------

@@ -3,6 +3,7 @@
 package main
 
 import (
+	eventgraphexporter "github.com/loom-otel/loom/exporter/eventgraphexporter"
 	lokiexporter "github.com/loom-otel/loom/exporter/lokiexporter"
 	tempoexporter "github.com/loom-otel/loom/exporter/tempoexporter"
 	goldenfieldprocessor "github.com/loom-otel/loom/processor/goldenfieldprocessor"
@@ -120,6 +121,7 @@ func components() (otelcol.Factories, error) {
 		prometheusremotewriteexporter.NewFactory(),
 		lokiexporter.NewFactory(),
 		tempoexporter.NewFactory(),
+		eventgraphexporter.NewFactory(),
 	)
 	if err != nil {
 		return otelcol.Factories{}, err
@@ -135,6 +137,7 @@ func components() (otelcol.Factories, error) {
 		prometheusremotewriteexporter.NewFactory().Type(): "github.com/open-telemetry/opentelemetry-collector-contrib/exporter/prometheusremotewriteexporter v0.161.0",
 		lokiexporter.NewFactory().Type():                  "github.com/loom-otel/loom v0.0.0",
 		tempoexporter.NewFactory().Type():                 "github.com/loom-otel/loom v0.0.0",
+		eventgraphexporter.NewFactory().Type():            "github.com/loom-otel/loom v0.0.0",
 	})
 
 	factories.Processors, err = otelcol.MakeFactoryMap[processor.Factory](

@@ -80,7 +80,10 @@ type collector struct {
 	// endpoints maps the config path of each rewritten listener (e.g.
 	// "receivers.otlp.protocols.grpc.endpoint") to the address it got.
 	endpoints map[string]string
-	stopOnce  sync.Once
+	// dir is the collector's working directory: relative paths in its config
+	// (the embedded event graph's ./data) land there.
+	dir      string
+	stopOnce sync.Once
 }
 
 // runCollector runs a one-shot subcommand of the binary (validate, components)
@@ -125,8 +128,9 @@ func startCollector(t testing.TB, configPath string, edit func(cfg map[string]an
 		t.Fatal(err)
 	}
 
-	c := &collector{t: t, out: &syncBuffer{}, exited: make(chan struct{}), endpoints: endpoints}
+	c := &collector{t: t, out: &syncBuffer{}, exited: make(chan struct{}), endpoints: endpoints, dir: t.TempDir()}
 	c.cmd = exec.Command(collectorBin, "--config", path)
+	c.cmd.Dir = c.dir
 	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
 	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)

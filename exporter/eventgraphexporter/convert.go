@@ -1,0 +1,273 @@
+package eventgraphexporter
+
+import (
+	"math"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+
+	"github.com/loom-otel/loom/internal/eventgraph"
+	"github.com/loom-otel/loom/internal/golden"
+)
+
+// convStats counts what the conversion of one batch repaired or left out.
+type convStats struct {
+	idsComputed, truncated, sanitized, invalidRefs, edges int
+}
+
+func (s *convStats) add(o convStats) {
+	s.idsComputed += o.idsComputed
+	s.truncated += o.truncated
+	s.sanitized += o.sanitized
+	s.invalidRefs += o.invalidRefs
+	s.edges += o.edges
+}
+
+// converter turns log records and spans into graph events. It is pure: the
+// same pdata gives the same events.
+type converter struct {
+	maxBytes int
+}
+
+func (c converter) logs(ld plog.Logs) ([]eventgraph.Event, convStats) {
+	events := make([]eventgraph.Event, 0, ld.LogRecordCount())
+	var st convStats
+	for _, rl := range ld.ResourceLogs().All() {
+		res := rl.Resource()
+		for _, sl := range rl.ScopeLogs().All() {
+			for _, lr := range sl.LogRecords().All() {
+				r := record{conv: c}
+				e := &r.event
+				e.Kind = eventgraph.KindLog
+				e.ID = r.eventID(lr.Attributes(), func() golden.EventHash { return golden.LogEventHash(res, sl.Scope(), lr) })
+				ts := lr.Timestamp()
+				if ts == 0 {
+					ts = lr.ObservedTimestamp()
+				}
+				e.Time = ts.AsTime()
+				e.SeverityNumber = int32(lr.SeverityNumber())
+				e.SeverityText = r.text(lr.SeverityText())
+				e.Message = r.text(lr.Body().AsString())
+				if id := lr.TraceID(); !id.IsEmpty() {
+					e.TraceID = id.String()
+				}
+				if id := lr.SpanID(); !id.IsEmpty() {
+					e.SpanID = id.String()
+				}
+				hasErrorType := r.fields(lr.Attributes(), res.Attributes())
+				e.Failed = eventgraph.IsFailure(e.SeverityNumber, false, hasErrorType)
+				events = append(events, r.done(&st))
+			}
+		}
+	}
+	return events, st
+}
+
+func (c converter) traces(td ptrace.Traces) ([]eventgraph.Event, convStats) {
+	events := make([]eventgraph.Event, 0, td.SpanCount())
+	var st convStats
+	for _, rs := range td.ResourceSpans().All() {
+		res := rs.Resource()
+		for _, ss := range rs.ScopeSpans().All() {
+			for _, span := range ss.Spans().All() {
+				r := record{conv: c}
+				e := &r.event
+				e.Kind = eventgraph.KindSpan
+				e.ID = r.eventID(span.Attributes(), func() golden.EventHash { return golden.SpanEventHash(res, ss.Scope(), span) })
+				e.Time = span.StartTimestamp().AsTime()
+				e.End = span.EndTimestamp().AsTime()
+				e.Name = r.text(span.Name())
+				status := span.Status()
+				e.Status = strings.ToLower(status.Code().String())
+				e.Message = r.text(status.Message())
+				e.TraceID = span.TraceID().String()
+				e.SpanID = span.SpanID().String()
+				if id := span.ParentSpanID(); !id.IsEmpty() {
+					e.ParentSpanID = id.String()
+				}
+				hasErrorType := r.fields(span.Attributes(), res.Attributes())
+				e.Failed = eventgraph.IsFailure(0, status.Code() == ptrace.StatusCodeError, hasErrorType)
+				events = append(events, r.done(&st))
+			}
+		}
+	}
+	return events, st
+}
+
+// record is one event under conversion and what its conversion counted.
+type record struct {
+	conv  converter
+	event eventgraph.Event
+	stats convStats
+}
+
+// done returns the event, adding its counts to st.
+func (r *record) done(st *convStats) eventgraph.Event {
+	e := &r.event
+	if r.stats.truncated > 0 {
+		r.attr(eventgraph.TruncatedAttr, float64(r.stats.truncated))
+	}
+	r.stats.edges = len(e.Causes)
+	if e.AsyncOf != "" {
+		r.stats.edges++
+	}
+	if e.ParentKey() != "" {
+		r.stats.edges++
+	}
+	st.add(r.stats)
+	return *e
+}
+
+// eventID is the record's event.id when it carries a valid one, else the computed identity.
+func (r *record) eventID(attrs pcommon.Map, compute func() golden.EventHash) string {
+	if v, ok := attrs.Get(golden.EventID); ok && v.Type() == pcommon.ValueTypeStr {
+		if _, valid := golden.ParseEventHash(v.Str()); valid {
+			return v.Str()
+		}
+	}
+	r.stats.idsComputed++
+	return compute().String()
+}
+
+// fields reads the golden fields (record first, then resource), the origin, the
+// references to other events and the kept attributes. It reports whether the
+// record names an error.type.
+func (r *record) fields(attrs, resource pcommon.Map) (hasErrorType bool) {
+	e := &r.event
+	lookup := func(name string) string {
+		v, ok := attrs.Get(name)
+		if !ok {
+			v, ok = resource.Get(name)
+		}
+		if !ok {
+			return ""
+		}
+		return r.text(v.AsString())
+	}
+	e.ReqID = lookup(golden.ReqID)
+	e.Stage = lookup(golden.Stage)
+	e.ModelVer = lookup(golden.ModelVer)
+	e.InputHash = lookup(golden.InputHash)
+	e.GPU = lookup(golden.GPUID)
+	e.Service = r.resourceText(resource, string(semconv.ServiceNameKey))
+	e.Host = r.resourceText(resource, string(semconv.HostNameKey))
+	if v, ok := attrs.Get(golden.StitchAsyncOf); ok {
+		e.AsyncOf = r.reference(v.AsString())
+	}
+	r.causes(attrs)
+	for k, v := range attrs.All() {
+		switch {
+		case k == string(semconv.ErrorTypeKey):
+			hasErrorType = true
+			r.attr(k, r.text(v.AsString()))
+		case golden.IsResourceUsage(k), golden.IsOutcomeAttr(k):
+			r.attr(k, r.value(v))
+		}
+	}
+	return hasErrorType
+}
+
+func (r *record) resourceText(resource pcommon.Map, name string) string {
+	if v, ok := resource.Get(name); ok {
+		return r.text(v.AsString())
+	}
+	return ""
+}
+
+// causes reads causal.parents ("{event.id}:{type}") with the rule of each entry from causal.rules.
+func (r *record) causes(attrs pcommon.Map) {
+	parents, ok := attrs.Get(golden.CausalParents)
+	if !ok {
+		return
+	}
+	rules := pcommon.NewSlice()
+	if v, ok := attrs.Get(golden.CausalRules); ok && v.Type() == pcommon.ValueTypeSlice {
+		rules = v.Slice()
+	}
+	entries := []pcommon.Value{parents}
+	if parents.Type() == pcommon.ValueTypeSlice {
+		entries = entries[:0]
+		for _, v := range parents.Slice().All() {
+			entries = append(entries, v)
+		}
+	}
+	for i, entry := range entries {
+		ref, edgeType, found := strings.Cut(entry.AsString(), ":")
+		if !found || edgeType == "" {
+			r.stats.invalidRefs++
+			continue
+		}
+		id := r.reference(ref)
+		if id == "" {
+			continue
+		}
+		var rule string
+		if i < rules.Len() {
+			rule = rules.At(i).AsString()
+		}
+		r.event.Causes = append(r.event.Causes, eventgraph.Cause{EventID: id, Type: r.text(edgeType), Rule: r.text(rule)})
+	}
+}
+
+// reference returns id when it is a valid event.id; otherwise it counts it and returns "".
+func (r *record) reference(id string) string {
+	if _, ok := golden.ParseEventHash(id); !ok {
+		r.stats.invalidRefs++
+		return ""
+	}
+	return id
+}
+
+func (r *record) attr(k string, v any) {
+	if r.event.Attrs == nil {
+		r.event.Attrs = make(map[string]any, 4)
+	}
+	r.event.Attrs[k] = v
+}
+
+// value converts an attribute to the model's types: numbers are float64, lists
+// of text []string, everything else text.
+func (r *record) value(v pcommon.Value) any {
+	switch v.Type() {
+	case pcommon.ValueTypeBool:
+		return v.Bool()
+	case pcommon.ValueTypeInt:
+		return float64(v.Int())
+	case pcommon.ValueTypeDouble:
+		if f := v.Double(); !math.IsNaN(f) && !math.IsInf(f, 0) {
+			return f
+		}
+		// JSON and some stores have no NaN or infinity: keep the fact as text.
+		r.stats.sanitized++
+		return strconv.FormatFloat(v.Double(), 'g', -1, 64)
+	case pcommon.ValueTypeSlice:
+		list := make([]string, v.Slice().Len())
+		for i, x := range v.Slice().All() {
+			list[i] = r.text(x.AsString())
+		}
+		return list
+	}
+	return r.text(v.AsString())
+}
+
+// text makes s safe to store: valid UTF-8, at most max_property_bytes.
+func (r *record) text(s string) string {
+	if !utf8.ValidString(s) {
+		r.stats.sanitized++
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	if len(s) <= r.conv.maxBytes {
+		return s
+	}
+	r.stats.truncated++
+	cut := r.conv.maxBytes
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
+}

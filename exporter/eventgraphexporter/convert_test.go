@@ -1,0 +1,227 @@
+package eventgraphexporter
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+
+	"github.com/loom-otel/loom/internal/eventgraph"
+	"github.com/loom-otel/loom/internal/golden"
+)
+
+var (
+	t0      = time.Date(2025, 5, 9, 12, 0, 0, 0, time.UTC)
+	traceID = pcommon.TraceID{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
+	spanA   = pcommon.SpanID{1, 1, 1, 1, 1, 1, 1, 1}
+	spanB   = pcommon.SpanID{2, 2, 2, 2, 2, 2, 2, 2}
+	causeID = strings.Repeat("ab", 16)
+	rootID  = strings.Repeat("cd", 16)
+)
+
+var conv = converter{maxBytes: 4096}
+
+func resource(res pcommon.Resource) {
+	res.Attributes().PutStr(string(semconv.ServiceNameKey), "model")
+	res.Attributes().PutStr(string(semconv.HostNameKey), "gpu-node-1")
+	res.Attributes().PutStr(golden.ModelVer, "llama3-8b-v2.3.1") // a resource-level golden field
+}
+
+// oneLog returns logs holding one record, prepared by fill.
+func oneLog(fill func(lr plog.LogRecord)) plog.Logs {
+	ld := plog.NewLogs()
+	rl := ld.ResourceLogs().AppendEmpty()
+	resource(rl.Resource())
+	sl := rl.ScopeLogs().AppendEmpty()
+	sl.Scope().SetName("engine")
+	lr := sl.LogRecords().AppendEmpty()
+	lr.SetTimestamp(pcommon.NewTimestampFromTime(t0))
+	fill(lr)
+	return ld
+}
+
+func TestConvertLog(t *testing.T) {
+	ld := oneLog(func(lr plog.LogRecord) {
+		lr.SetSeverityNumber(plog.SeverityNumberError)
+		lr.SetSeverityText("ERROR")
+		lr.Body().SetStr("forward failed: CUDA error")
+		lr.SetTraceID(traceID)
+		lr.SetSpanID(spanA)
+		a := lr.Attributes()
+		a.PutStr(golden.EventID, strings.Repeat("0f", 16))
+		a.PutStr(golden.ReqID, "req-1715234890123-a1b2c3")
+		a.PutStr(golden.Stage, "model/forward")
+		a.PutStr(golden.InputHash, "f7a1b2c3")
+		a.PutStr(golden.ModelVer, "llama3-8b-v2.3.2") // the record's value wins over the resource's
+		a.PutStr(golden.GPUID, "GPU-0")
+		a.PutInt(golden.GPUMemMb, 10200)
+		a.PutDouble(golden.LatencyMs, 4200.5)
+		a.PutBool(golden.ValidAttr, false)
+		a.PutEmptySlice(golden.MissingAttr).AppendEmpty().SetStr(golden.InputHash)
+		a.PutStr("http.route", "/v1/chat") // not a golden fact: not kept
+		a.PutStr(golden.StitchAsyncOf, rootID)
+		parents := a.PutEmptySlice(golden.CausalParents)
+		parents.AppendEmpty().SetStr(causeID + ":caused_timeout")
+		a.PutEmptySlice(golden.CausalRules).AppendEmpty().SetStr("gpu_oom_cause_timeout")
+	})
+	events, st := conv.logs(ld)
+	require.Len(t, events, 1)
+	assert.Equal(t, eventgraph.Event{
+		ID: strings.Repeat("0f", 16), Kind: eventgraph.KindLog, Time: t0,
+		ReqID: "req-1715234890123-a1b2c3", Stage: "model/forward", ModelVer: "llama3-8b-v2.3.2", InputHash: "f7a1b2c3",
+		Service: "model", Host: "gpu-node-1", GPU: "GPU-0",
+		SeverityNumber: 17, SeverityText: "ERROR", Failed: true, Message: "forward failed: CUDA error",
+		TraceID: traceID.String(), SpanID: spanA.String(), AsyncOf: rootID,
+		Causes: []eventgraph.Cause{{EventID: causeID, Type: "caused_timeout", Rule: "gpu_oom_cause_timeout"}},
+		Attrs: map[string]any{
+			golden.GPUMemMb: 10200.0, golden.LatencyMs: 4200.5, golden.ValidAttr: false,
+			golden.MissingAttr: []string{golden.InputHash},
+		},
+	}, events[0])
+	assert.Equal(t, convStats{edges: 3}, st, "a cause, an async root and the enclosing span")
+}
+
+func TestConvertSpan(t *testing.T) {
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	resource(rs.Resource())
+	ss := rs.ScopeSpans().AppendEmpty()
+	span := ss.Spans().AppendEmpty()
+	span.SetName("model/forward")
+	span.SetTraceID(traceID)
+	span.SetSpanID(spanB)
+	span.SetParentSpanID(spanA)
+	span.SetStartTimestamp(pcommon.NewTimestampFromTime(t0))
+	span.SetEndTimestamp(pcommon.NewTimestampFromTime(t0.Add(time.Second)))
+	span.Status().SetCode(ptrace.StatusCodeError)
+	span.Status().SetMessage("TimeLimitExceeded(300)")
+	span.Attributes().PutStr(golden.ReqID, "req-celery-0b0d6f4e-8c1d-4bd5-9d5e-0e4f3c2a1b00")
+
+	events, st := conv.traces(td)
+	require.Len(t, events, 1)
+	assert.Equal(t, eventgraph.Event{
+		ID: golden.SpanEventHash(rs.Resource(), ss.Scope(), span).String(), Kind: eventgraph.KindSpan,
+		Time: t0, End: t0.Add(time.Second), ReqID: "req-celery-0b0d6f4e-8c1d-4bd5-9d5e-0e4f3c2a1b00",
+		ModelVer: "llama3-8b-v2.3.1", Service: "model", Host: "gpu-node-1",
+		Status: "error", Failed: true, Name: "model/forward", Message: "TimeLimitExceeded(300)",
+		TraceID: traceID.String(), SpanID: spanB.String(), ParentSpanID: spanA.String(),
+	}, events[0])
+	assert.Equal(t, convStats{idsComputed: 1, edges: 1}, st)
+}
+
+func TestFailureDefinition(t *testing.T) {
+	for name, tc := range map[string]struct {
+		fill   func(lr plog.LogRecord)
+		failed bool
+	}{
+		"warn":       {func(lr plog.LogRecord) { lr.SetSeverityNumber(plog.SeverityNumberWarn4) }, false},
+		"error":      {func(lr plog.LogRecord) { lr.SetSeverityNumber(plog.SeverityNumberError) }, true},
+		"fatal":      {func(lr plog.LogRecord) { lr.SetSeverityNumber(plog.SeverityNumberFatal) }, true},
+		"error.type": {func(lr plog.LogRecord) { lr.Attributes().PutStr(string(semconv.ErrorTypeKey), "timeout") }, true},
+		"unset":      {func(plog.LogRecord) {}, false},
+	} {
+		events, _ := conv.logs(oneLog(tc.fill))
+		assert.Equal(t, tc.failed, events[0].Failed, name)
+	}
+}
+
+// TestMissingEventIDIsComputed: a record without event.id, or with one that is
+// not an event id, gets the identity reqidstitch would have given it.
+func TestMissingEventIDIsComputed(t *testing.T) {
+	for name, id := range map[string]any{"absent": nil, "not hex": `"}) DETACH DELETE n`, "short": "abcd", "an int": 42} {
+		ld := oneLog(func(lr plog.LogRecord) {
+			lr.Body().SetStr("received request")
+			switch v := id.(type) {
+			case string:
+				lr.Attributes().PutStr(golden.EventID, v)
+			case int:
+				lr.Attributes().PutInt(golden.EventID, int64(v))
+			}
+		})
+		rl := ld.ResourceLogs().At(0)
+		want := golden.LogEventHash(rl.Resource(), rl.ScopeLogs().At(0).Scope(), rl.ScopeLogs().At(0).LogRecords().At(0)).String()
+		events, st := conv.logs(ld)
+		assert.Equal(t, want, events[0].ID, name)
+		assert.Equal(t, 1, st.idsComputed, name)
+	}
+}
+
+func TestObservedTimeWhenTimestampUnset(t *testing.T) {
+	events, _ := conv.logs(oneLog(func(lr plog.LogRecord) {
+		lr.SetTimestamp(0)
+		lr.SetObservedTimestamp(pcommon.NewTimestampFromTime(t0.Add(time.Minute)))
+	}))
+	assert.Equal(t, t0.Add(time.Minute), events[0].Time)
+}
+
+func TestInvalidReferencesAreCounted(t *testing.T) {
+	events, st := conv.logs(oneLog(func(lr plog.LogRecord) {
+		a := lr.Attributes()
+		a.PutStr(golden.StitchAsyncOf, "not-an-id")
+		parents := a.PutEmptySlice(golden.CausalParents)
+		for _, entry := range []string{causeID + ":triggered", "nonsense", causeID, causeID + ":", "zz:retry_of", rootID + ":retry_of"} {
+			parents.AppendEmpty().SetStr(entry)
+		}
+		a.PutEmptySlice(golden.CausalRules).AppendEmpty().SetStr("cache_miss_trigger_inference") // only the first has a rule
+	}))
+	assert.Equal(t, []eventgraph.Cause{
+		{EventID: causeID, Type: "triggered", Rule: "cache_miss_trigger_inference"},
+		{EventID: rootID, Type: "retry_of"},
+	}, events[0].Causes)
+	assert.Empty(t, events[0].AsyncOf)
+	assert.Equal(t, 5, st.invalidRefs)
+
+	events, _ = conv.logs(oneLog(func(lr plog.LogRecord) {
+		lr.Attributes().PutStr(golden.CausalParents, causeID+":triggered") // one entry as a plain string
+	}))
+	assert.Equal(t, []eventgraph.Cause{{EventID: causeID, Type: "triggered"}}, events[0].Causes)
+}
+
+func TestOversizedPropertiesAreTruncatedAndCounted(t *testing.T) {
+	c := converter{maxBytes: 64}
+	long := strings.Repeat("é", 100) // 2 bytes per rune: the cut must not split one
+	events, st := c.logs(oneLog(func(lr plog.LogRecord) {
+		lr.Body().SetStr(long)
+		lr.Attributes().PutStr(golden.ReqID, long)
+		lr.Attributes().PutStr(golden.Stage, "model/forward")
+	}))
+	e := events[0]
+	assert.Equal(t, strings.Repeat("é", 32), e.Message)
+	assert.Equal(t, strings.Repeat("é", 32), e.ReqID)
+	assert.Equal(t, "model/forward", e.Stage)
+	assert.Equal(t, 2, st.truncated)
+	assert.Equal(t, 2.0, e.Attrs[eventgraph.TruncatedAttr], "the event says how many of its properties were cut")
+
+	odd := strings.Repeat("x", 63) + "é" // the cut falls inside the last rune
+	events, _ = c.logs(oneLog(func(lr plog.LogRecord) { lr.Body().SetStr(odd) }))
+	assert.Equal(t, strings.Repeat("x", 63), events[0].Message)
+}
+
+func TestUnsafeValuesAreSanitized(t *testing.T) {
+	events, st := conv.logs(oneLog(func(lr plog.LogRecord) {
+		lr.Body().SetStr("bad \xff\xfe utf-8")
+		lr.Attributes().PutDouble(golden.LatencyMs, math.NaN())
+		lr.Attributes().PutDouble(golden.Tokens, math.Inf(1))
+	}))
+	e := events[0]
+	assert.Equal(t, "bad \uFFFD utf-8", e.Message)
+	assert.Equal(t, "NaN", e.Attrs[golden.LatencyMs])
+	assert.Equal(t, "+Inf", e.Attrs[golden.Tokens])
+	assert.Equal(t, 3, st.sanitized)
+}
+
+func TestBodyOfAnyTypeIsText(t *testing.T) {
+	events, _ := conv.logs(oneLog(func(lr plog.LogRecord) {
+		m := lr.Body().SetEmptyMap()
+		m.PutStr("msg", "forward done")
+		m.PutInt("duration_ms", 820)
+	}))
+	assert.JSONEq(t, `{"msg":"forward done","duration_ms":820}`, events[0].Message)
+}

@@ -1,0 +1,236 @@
+// Package eventgraph is the request event graph of ARCHITECTURE.md §5: the model
+// that the eventgraph exporter writes and the rca extension reads, and the
+// interfaces every store implements (sqlitestore embedded, neo4jstore on Bolt).
+//
+// Nodes are Events (one per log record or span, identified by event.id),
+// Requests (one per req_id) and dimension values that failures can share
+// (Model, InputHash, GPU, Service, Host). Event-to-event edges are NEXT (time
+// order within a request), CHILD_OF (a span to its parent span, a log record to
+// the span it was logged in), CAUSED (from causal.parents, cause to effect) and
+// ASYNC_OF (detached work to its request's primary root span).
+package eventgraph
+
+import (
+	"context"
+	"time"
+)
+
+// Kind says whether an event is a log record or a span.
+type Kind string
+
+const (
+	KindLog  Kind = "log"
+	KindSpan Kind = "span"
+)
+
+// Event is one node of the graph: what a log record or span says about a request.
+// Everything a store derives edges from is here, so a batch of events is all a
+// store needs to write.
+type Event struct {
+	ID   string // event.id: 32 lowercase hex digits
+	Kind Kind
+	// Time is a log record's timestamp (observed time when unset) or a span's start.
+	Time time.Time
+	// End is a span's end; zero for log records.
+	End time.Time
+
+	ReqID, Stage, ModelVer, InputHash string
+	Service, Host, GPU                string
+
+	SeverityNumber int32  // log records
+	SeverityText   string // log records
+	Status         string // spans: unset, ok or error
+	// Failed: the event reports a failure (see IsFailure).
+	Failed bool
+	// Message is a log record's body, Name a span's name.
+	Message, Name string
+
+	// TraceID and SpanID are lowercase hex: a span's own, or the span a log record was logged in.
+	TraceID, SpanID string
+	ParentSpanID    string // a span's parent; empty for roots and log records
+
+	AsyncOf string  // stitch.async_of: the event.id of the primary root span, on detached work
+	Causes  []Cause // causal.parents with causal.rules; stores return them sorted
+
+	// Attrs are the record's other golden facts: resource_usage.* numbers,
+	// golden.valid, golden.missing, golden.invalid and error.type. Values are
+	// float64, bool, string or []string. Their names always hold a dot, the
+	// names of the fields above never do: stores may keep both side by side.
+	Attrs map[string]any
+}
+
+// TruncatedAttr is the attribute that counts, on an event, the values the
+// writer cut to its size bound (the stores' text limit, not the record's).
+const TruncatedAttr = "eventgraph.truncated"
+
+// Cause is one causal.parents entry: the event that caused this one, by which rule.
+type Cause struct {
+	EventID string
+	Type    string // the edge type the rule declares, e.g. triggered
+	Rule    string // the rule's name, e.g. cache_miss_trigger_inference
+}
+
+// SeverityError is the lowest OpenTelemetry severity number of the ERROR range.
+const SeverityError = 17
+
+// IsFailure is Loom's definition of a failing event: a log record of ERROR
+// severity or worse, a span whose status is Error, or a record that names an
+// error.type (the semantic-convention attribute instrumentations set on
+// failed operations). A request fails when any of its events does.
+func IsFailure(severityNumber int32, spanStatusError, hasErrorType bool) bool {
+	return severityNumber >= SeverityError || spanStatusError || hasErrorType
+}
+
+// SpanKey identifies the span the event is (spans only): the target of its children's CHILD_OF edges.
+func (e *Event) SpanKey() string {
+	if e.Kind != KindSpan || e.TraceID == "" || e.SpanID == "" {
+		return ""
+	}
+	return e.TraceID + "/" + e.SpanID
+}
+
+// ParentKey is the SpanKey of the span the event is a CHILD_OF: a span's parent,
+// or the span a log record was logged in.
+func (e *Event) ParentKey() string {
+	parent := e.ParentSpanID
+	if e.Kind == KindLog {
+		parent = e.SpanID
+	}
+	if e.TraceID == "" || parent == "" {
+		return ""
+	}
+	return e.TraceID + "/" + parent
+}
+
+// Request is a Request node: the outcome and time span of one req_id's events.
+type Request struct {
+	ReqID  string
+	Failed bool
+	// First and Last are the times of the request's first and last events.
+	First, Last time.Time
+}
+
+// Requests folds the events into their requests, in order of first appearance.
+// Folding is idempotent: stores merge these into what they hold with OR, min and max.
+func Requests(events []Event) []Request {
+	var out []Request
+	index := map[string]int{}
+	for i := range events {
+		e := &events[i]
+		if e.ReqID == "" {
+			continue
+		}
+		last := e.Time
+		if e.End.After(last) {
+			last = e.End
+		}
+		j, ok := index[e.ReqID]
+		if !ok {
+			index[e.ReqID] = len(out)
+			out = append(out, Request{ReqID: e.ReqID, Failed: e.Failed, First: e.Time, Last: last})
+			continue
+		}
+		r := &out[j]
+		r.Failed = r.Failed || e.Failed
+		if e.Time.Before(r.First) {
+			r.First = e.Time
+		}
+		if last.After(r.Last) {
+			r.Last = last
+		}
+	}
+	return out
+}
+
+// Dimension is a kind of value that failing requests can share; its name is the node label.
+type Dimension string
+
+const (
+	DimModel     Dimension = "Model"
+	DimInputHash Dimension = "InputHash"
+	DimGPU       Dimension = "GPU"
+	DimService   Dimension = "Service"
+	DimHost      Dimension = "Host"
+)
+
+// Dimensions lists every dimension, in the order results report them.
+var Dimensions = []Dimension{DimModel, DimInputHash, DimGPU, DimService, DimHost}
+
+// Value returns the event's value of dimension d; empty when it has none.
+func (e *Event) Value(d Dimension) string {
+	switch d {
+	case DimModel:
+		return e.ModelVer
+	case DimInputHash:
+		return e.InputHash
+	case DimGPU:
+		return e.GPU
+	case DimService:
+		return e.Service
+	case DimHost:
+		return e.Host
+	}
+	return ""
+}
+
+// EdgeType names an edge between two events.
+type EdgeType string
+
+const (
+	EdgeNext    EdgeType = "NEXT"
+	EdgeChildOf EdgeType = "CHILD_OF"
+	EdgeCaused  EdgeType = "CAUSED"
+	EdgeAsyncOf EdgeType = "ASYNC_OF"
+)
+
+// Edge is a directed edge between two events; CAUSED edges carry their cause's type and rule.
+type Edge struct {
+	From, To string
+	Type     EdgeType
+	// CauseType and Rule are set on CAUSED edges only.
+	CauseType, Rule string
+}
+
+// Graph is a set of events and the edges between them.
+type Graph struct {
+	Events []Event
+	Edges  []Edge
+	// Truncated: the traversal stopped at MaxNeighbourhood events.
+	Truncated bool
+}
+
+// DimensionCount counts, for one dimension value, the requests in a window that
+// touched it, failing and healthy apart: the input of root-cause ranking.
+type DimensionCount struct {
+	Dimension Dimension
+	Value     string
+	Failing   int
+	Healthy   int
+}
+
+// Store is the read side of the graph, the same on every backend.
+type Store interface {
+	// Timeline returns the request's events in time order (ties by event id).
+	Timeline(ctx context.Context, reqID string) ([]Event, error)
+	// Neighbourhood returns the events within depth event-to-event edges of the
+	// event, edges followed both ways, and the edges between them. Dimension
+	// nodes are not crossed: every event of a service would be one hop away.
+	Neighbourhood(ctx context.Context, eventID string, depth int) (Graph, error)
+	// FailingRequests returns the failed requests active in [from, to), by first event time.
+	FailingRequests(ctx context.Context, from, to time.Time) ([]Request, error)
+	// DimensionCounts counts, per dimension value, the requests active in [from, to) whose events carry it.
+	DimensionCounts(ctx context.Context, from, to time.Time) ([]DimensionCount, error)
+}
+
+// Writer is the write side: every write is an idempotent upsert keyed by
+// event.id, so retries and replays never duplicate nodes or edges.
+type Writer interface {
+	Write(ctx context.Context, events []Event) error
+	Close(ctx context.Context) error
+}
+
+// Backend is a store that can be written and read.
+type Backend interface {
+	Store
+	Writer
+}

@@ -1,0 +1,219 @@
+package neo4jstore
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/neo4j/neo4j-go-driver/v5/neo4j"
+
+	"github.com/loom-otel/loom/internal/eventgraph"
+	"github.com/loom-otel/loom/internal/golden"
+)
+
+// eventProjection returns an Event node e with its causes and async root.
+const eventProjection = `RETURN properties(e) AS props,
+  [(c:Event)-[r:CAUSED]->(e) | [c.event_id, r.type, r.rule]] AS causes,
+  [(e)-[:ASYNC_OF]->(a) | a.event_id] AS async_of`
+
+const (
+	timelineQuery = `MATCH (e:Event {req_id: $req_id})
+` + eventProjection + `
+ORDER BY e.time, e.event_id`
+	eventsQuery = `UNWIND $ids AS id
+MATCH (e:Event {event_id: id}) WHERE e.time IS NOT NULL
+` + eventProjection
+	adjacentQuery = `UNWIND $ids AS id
+MATCH (a:Event {event_id: id})-[r:NEXT|CHILD_OF|CAUSED|ASYNC_OF]-(b:Event)
+WHERE b.time IS NOT NULL
+RETURN type(r) AS type, startNode(r).event_id AS from, endNode(r).event_id AS to,
+  coalesce(r.type, '') AS cause_type, coalesce(r.rule, '') AS rule`
+	failingQuery = `MATCH (r:Request) WHERE r.failed AND r.last_time >= $from AND r.first_time < $to
+RETURN r.req_id AS req_id, r.first_time AS first, r.last_time AS last
+ORDER BY r.first_time, r.req_id`
+)
+
+// dimensionCountsQuery counts, per dimension value, the failing and healthy
+// requests active in [$from, $to) with an event that has it. Built once from
+// the fixed labels and keys; values only ever arrive as parameters.
+var dimensionCountsQuery = func() string {
+	parts := make([]string, 0, len(dimensions))
+	for _, d := range dimensions {
+		parts = append(parts, `MATCH (r:Request) WHERE r.last_time >= $from AND r.first_time < $to
+MATCH (r)<-[:IN_REQUEST]-(:Event)-[:`+d.edge+`]->(d:`+string(d.dim)+`)
+WITH DISTINCT r, d.`+d.key+` AS value
+RETURN '`+string(d.dim)+`' AS dimension, value,
+  sum(CASE WHEN r.failed THEN 1 ELSE 0 END) AS failing, sum(CASE WHEN r.failed THEN 0 ELSE 1 END) AS healthy`)
+	}
+	return strings.Join(parts, "\nUNION ALL\n")
+}()
+
+func (s *Store) read(ctx context.Context, query string, params map[string]any) ([]*neo4j.Record, error) {
+	res, err := neo4j.ExecuteQuery(ctx, s.driver, query, params, neo4j.EagerResultTransformer,
+		neo4j.ExecuteQueryWithDatabase(s.database), neo4j.ExecuteQueryWithReadersRouting())
+	if err != nil {
+		return nil, classify(fmt.Errorf("neo4jstore: read: %w", err))
+	}
+	return res.Records, nil
+}
+
+// Timeline returns the request's events in time order, with their causes.
+func (s *Store) Timeline(ctx context.Context, reqID string) ([]eventgraph.Event, error) {
+	records, err := s.read(ctx, timelineQuery, map[string]any{"req_id": reqID})
+	if err != nil {
+		return nil, err
+	}
+	return toEvents(records)
+}
+
+// Events returns the stored events among ids, with their causes.
+func (s *Store) Events(ctx context.Context, ids []string) ([]eventgraph.Event, error) {
+	records, err := s.read(ctx, eventsQuery, map[string]any{"ids": ids})
+	if err != nil {
+		return nil, err
+	}
+	return toEvents(records)
+}
+
+// Neighbourhood returns the events within depth edges of the event (see eventgraph.Store).
+func (s *Store) Neighbourhood(ctx context.Context, eventID string, depth int) (eventgraph.Graph, error) {
+	return eventgraph.Traverse(ctx, s, eventID, depth)
+}
+
+// Adjacent returns the edges that touch the given events (see eventgraph.Adjacency).
+func (s *Store) Adjacent(ctx context.Context, ids []string) ([]eventgraph.Edge, error) {
+	records, err := s.read(ctx, adjacentQuery, map[string]any{"ids": ids})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]eventgraph.Edge, len(records))
+	for i, r := range records {
+		out[i] = eventgraph.Edge{
+			Type: eventgraph.EdgeType(str(r.Values[0])), From: str(r.Values[1]), To: str(r.Values[2]),
+			CauseType: str(r.Values[3]), Rule: str(r.Values[4]),
+		}
+	}
+	return out, nil
+}
+
+// FailingRequests returns the failed requests active in [from, to).
+func (s *Store) FailingRequests(ctx context.Context, from, to time.Time) ([]eventgraph.Request, error) {
+	records, err := s.read(ctx, failingQuery, map[string]any{"from": from.UTC(), "to": to.UTC()})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]eventgraph.Request, len(records))
+	for i, r := range records {
+		out[i] = eventgraph.Request{ReqID: str(r.Values[0]), Failed: true, First: utc(r.Values[1]), Last: utc(r.Values[2])}
+	}
+	return out, nil
+}
+
+// DimensionCounts counts, per dimension value, the failing and healthy requests active in [from, to).
+func (s *Store) DimensionCounts(ctx context.Context, from, to time.Time) ([]eventgraph.DimensionCount, error) {
+	records, err := s.read(ctx, dimensionCountsQuery, map[string]any{"from": from.UTC(), "to": to.UTC()})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]eventgraph.DimensionCount, len(records))
+	for i, r := range records {
+		failing, _ := r.Values[2].(int64)
+		healthy, _ := r.Values[3].(int64)
+		out[i] = eventgraph.DimensionCount{
+			Dimension: eventgraph.Dimension(str(r.Values[0])), Value: str(r.Values[1]),
+			Failing: int(failing), Healthy: int(healthy),
+		}
+	}
+	slices.SortFunc(out, func(x, y eventgraph.DimensionCount) int {
+		return cmp.Or(cmp.Compare(x.Dimension, y.Dimension), cmp.Compare(x.Value, y.Value))
+	})
+	return out, nil
+}
+
+func toEvents(records []*neo4j.Record) ([]eventgraph.Event, error) {
+	out := make([]eventgraph.Event, 0, len(records))
+	for _, r := range records {
+		props, ok := r.Values[0].(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("neo4jstore: unexpected event properties %T", r.Values[0])
+		}
+		e := toEvent(props)
+		for _, c := range r.Values[1].([]any) {
+			triple := c.([]any)
+			e.Causes = append(e.Causes, eventgraph.Cause{EventID: str(triple[0]), Type: str(triple[1]), Rule: str(triple[2])})
+		}
+		slices.SortFunc(e.Causes, func(x, y eventgraph.Cause) int {
+			return cmp.Or(cmp.Compare(x.EventID, y.EventID), cmp.Compare(x.Type, y.Type), cmp.Compare(x.Rule, y.Rule))
+		})
+		if roots := r.Values[2].([]any); len(roots) > 0 {
+			e.AsyncOf = str(roots[0])
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// toEvent reads an Event node's properties; the ones that are not fields are attributes.
+func toEvent(props map[string]any) eventgraph.Event {
+	e := eventgraph.Event{
+		ID:           str(props[propEventID]),
+		Kind:         eventgraph.Kind(str(props[propKind])),
+		Time:         utc(props[propTime]),
+		End:          utc(props[propEndTime]),
+		ReqID:        str(props[golden.ReqID]),
+		Stage:        str(props[golden.Stage]),
+		ModelVer:     str(props[golden.ModelVer]),
+		InputHash:    str(props[golden.InputHash]),
+		Service:      str(props[propService]),
+		Host:         str(props[propHost]),
+		GPU:          str(props[propGPU]),
+		SeverityText: str(props[propSeverityText]),
+		Status:       str(props[propStatus]),
+		Name:         str(props[propName]),
+		Message:      str(props[propMessage]),
+		TraceID:      str(props[golden.TraceID]),
+		SpanID:       str(props[golden.SpanID]),
+		ParentSpanID: str(props[propParentSpanID]),
+	}
+	e.Failed, _ = props[propFailed].(bool)
+	if n, ok := props[propSeverityNumber].(int64); ok {
+		e.SeverityNumber = int32(n)
+	}
+	for k, v := range props {
+		if !isAttr(k) {
+			continue
+		}
+		if e.Attrs == nil {
+			e.Attrs = map[string]any{}
+		}
+		if list, ok := v.([]any); ok {
+			strs := make([]string, len(list))
+			for i, x := range list {
+				strs[i] = str(x)
+			}
+			v = strs
+		}
+		e.Attrs[k] = v
+	}
+	return e
+}
+
+// isAttr reports whether an Event property holds an attribute: attribute
+// names are dotted (resource_usage.*, golden.*, error.type), field names never are.
+func isAttr(name string) bool { return strings.Contains(name, ".") }
+
+func str(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+func utc(v any) time.Time {
+	t, ok := v.(time.Time)
+	if !ok {
+		return time.Time{}
+	}
+	return t.UTC()
+}

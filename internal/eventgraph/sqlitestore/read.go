@@ -1,0 +1,285 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/loom-otel/loom/internal/eventgraph"
+)
+
+const eventColumns = `event_id, kind, time_ns, end_ns, req_id, stage, model_ver, input_hash, service, host, gpu,
+	severity_number, severity_text, status, failed, name, message, trace_id, span_id, parent_span_id, async_of, attrs`
+
+// Timeline returns the request's events in time order, with their causes.
+func (s *Store) Timeline(ctx context.Context, reqID string) ([]eventgraph.Event, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+eventColumns+` FROM events WHERE req_id = ? ORDER BY time_ns, event_id`, reqID)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: timeline: %w", err)
+	}
+	events, err := scanEvents(rows)
+	if err != nil {
+		return nil, err
+	}
+	return events, s.attachCauses(ctx, events)
+}
+
+// maxIn bounds the ids bound in one IN list, far below SQLite's 32766 variables.
+const maxIn = 500
+
+// Events returns the stored events among ids, with their causes.
+func (s *Store) Events(ctx context.Context, ids []string) ([]eventgraph.Event, error) {
+	var out []eventgraph.Event
+	for chunk := range chunks(ids) {
+		rows, err := s.db.QueryContext(ctx, `SELECT `+eventColumns+` FROM events WHERE event_id IN (`+placeholders(len(chunk))+`)`, chunk...)
+		if err != nil {
+			return nil, fmt.Errorf("sqlitestore: events: %w", err)
+		}
+		events, err := scanEvents(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, events...)
+	}
+	return out, s.attachCauses(ctx, out)
+}
+
+func (s *Store) attachCauses(ctx context.Context, events []eventgraph.Event) error {
+	byID := make(map[string]*eventgraph.Event, len(events))
+	ids := make([]string, len(events))
+	for i := range events {
+		byID[events[i].ID] = &events[i]
+		ids[i] = events[i].ID
+	}
+	for chunk := range chunks(ids) {
+		rows, err := s.db.QueryContext(ctx, `SELECT effect_id, cause_id, type, rule FROM caused WHERE effect_id IN (`+
+			placeholders(len(chunk))+`) ORDER BY effect_id, cause_id, type, rule`, chunk...)
+		if err != nil {
+			return fmt.Errorf("sqlitestore: causes: %w", err)
+		}
+		for rows.Next() {
+			var effect string
+			var c eventgraph.Cause
+			if err := rows.Scan(&effect, &c.EventID, &c.Type, &c.Rule); err != nil {
+				_ = rows.Close()
+				return fmt.Errorf("sqlitestore: causes: %w", err)
+			}
+			e := byID[effect]
+			e.Causes = append(e.Causes, c)
+		}
+		if err := rows.Close(); err != nil {
+			return err
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("sqlitestore: causes: %w", err)
+		}
+	}
+	return nil
+}
+
+// Neighbourhood returns the events within depth edges of the event (see eventgraph.Store).
+func (s *Store) Neighbourhood(ctx context.Context, eventID string, depth int) (eventgraph.Graph, error) {
+	return eventgraph.Traverse(ctx, s, eventID, depth)
+}
+
+// adjacentQuery derives the edges of one event (?1) from the indexes: NEXT to
+// its neighbours in request order, CHILD_OF both ways by span keys, ASYNC_OF
+// both ways, and the stored CAUSED edges whose other end is stored.
+const adjacentQuery = `
+WITH me AS (SELECT event_id, req_id, time_ns, trace_id, span_key, parent_key, async_of FROM events WHERE event_id = ?1)
+SELECT * FROM (SELECT 'NEXT', p.event_id, me.event_id, '', '' FROM me JOIN events p
+	ON p.req_id = me.req_id AND (p.time_ns, p.event_id) < (me.time_ns, me.event_id)
+	ORDER BY p.time_ns DESC, p.event_id DESC LIMIT 1)
+UNION ALL SELECT * FROM (SELECT 'NEXT', me.event_id, n.event_id, '', '' FROM me JOIN events n
+	ON n.req_id = me.req_id AND (n.time_ns, n.event_id) > (me.time_ns, me.event_id)
+	ORDER BY n.time_ns, n.event_id LIMIT 1)
+UNION ALL SELECT 'CHILD_OF', me.event_id, p.event_id, '', '' FROM me JOIN events p
+	ON p.span_key = me.parent_key AND p.trace_id = me.trace_id
+UNION ALL SELECT 'CHILD_OF', c.event_id, me.event_id, '', '' FROM me JOIN events c
+	ON c.parent_key = me.span_key AND c.trace_id = me.trace_id
+UNION ALL SELECT 'ASYNC_OF', me.event_id, r.event_id, '', '' FROM me JOIN events r ON r.event_id = me.async_of
+UNION ALL SELECT 'ASYNC_OF', d.event_id, me.event_id, '', '' FROM me JOIN events d ON d.async_of = me.event_id
+UNION ALL SELECT 'CAUSED', c.cause_id, c.effect_id, c.type, c.rule FROM caused c
+	JOIN events x ON x.event_id = c.cause_id WHERE c.effect_id = ?1
+UNION ALL SELECT 'CAUSED', c.cause_id, c.effect_id, c.type, c.rule FROM caused c
+	JOIN events x ON x.event_id = c.effect_id WHERE c.cause_id = ?1`
+
+// Adjacent returns the edges that touch the given events (see eventgraph.Adjacency).
+func (s *Store) Adjacent(ctx context.Context, ids []string) ([]eventgraph.Edge, error) {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = conn.Close() }()
+	stmt, err := conn.PrepareContext(ctx, adjacentQuery)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: adjacent: %w", err)
+	}
+	defer func() { _ = stmt.Close() }()
+	var out []eventgraph.Edge
+	for _, id := range ids {
+		rows, err := stmt.QueryContext(ctx, id)
+		if err != nil {
+			return nil, fmt.Errorf("sqlitestore: adjacent: %w", err)
+		}
+		for rows.Next() {
+			var e eventgraph.Edge
+			if err := rows.Scan(&e.Type, &e.From, &e.To, &e.CauseType, &e.Rule); err != nil {
+				_ = rows.Close()
+				return nil, fmt.Errorf("sqlitestore: adjacent: %w", err)
+			}
+			out = append(out, e)
+		}
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("sqlitestore: adjacent: %w", err)
+		}
+		_ = rows.Close()
+	}
+	return out, nil
+}
+
+// FailingRequests returns the failed requests active in [from, to).
+func (s *Store) FailingRequests(ctx context.Context, from, to time.Time) ([]eventgraph.Request, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT req_id, failed, first_ns, last_ns FROM requests
+		WHERE failed AND last_ns >= ? AND first_ns < ? ORDER BY first_ns, req_id`, from.UnixNano(), to.UnixNano())
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: failing requests: %w", err)
+	}
+	defer func() { _ = rows.Close() }()
+	var out []eventgraph.Request
+	for rows.Next() {
+		var r eventgraph.Request
+		var first, last int64
+		if err := rows.Scan(&r.ReqID, &r.Failed, &first, &last); err != nil {
+			return nil, fmt.Errorf("sqlitestore: failing requests: %w", err)
+		}
+		r.First, r.Last = time.Unix(0, first).UTC(), time.Unix(0, last).UTC()
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// dimensionColumns are the event columns holding each dimension's value.
+var dimensionColumns = map[eventgraph.Dimension]string{
+	eventgraph.DimModel:     "model_ver",
+	eventgraph.DimInputHash: "input_hash",
+	eventgraph.DimGPU:       "gpu",
+	eventgraph.DimService:   "service",
+	eventgraph.DimHost:      "host",
+}
+
+// dimensionCountsQuery counts, per dimension value, the failing and healthy
+// requests active in [?1, ?2) that have an event with that value. Built once
+// from the fixed column names above; values only ever arrive as parameters.
+// CROSS JOIN keeps the window's requests the outer loop: without statistics
+// the planner would rather scan every event.
+var dimensionCountsQuery = func() string {
+	parts := make([]string, 0, len(eventgraph.Dimensions))
+	for _, d := range eventgraph.Dimensions {
+		col := dimensionColumns[d]
+		parts = append(parts, `SELECT '`+string(d)+`', v, sum(failed), count(*) - sum(failed) FROM (
+	SELECT DISTINCT e.req_id, e.`+col+` AS v, w.failed FROM active w CROSS JOIN events e ON e.req_id = w.req_id
+	WHERE e.`+col+` IS NOT NULL) GROUP BY v`)
+	}
+	return `WITH active AS (SELECT req_id, failed FROM requests WHERE last_ns >= ?1 AND first_ns < ?2)
+` + strings.Join(parts, "\nUNION ALL ") + "\nORDER BY 1, 2"
+}()
+
+// DimensionCounts counts, per dimension value, the failing and healthy requests active in [from, to).
+func (s *Store) DimensionCounts(ctx context.Context, from, to time.Time) ([]eventgraph.DimensionCount, error) {
+	rows, err := s.db.QueryContext(ctx, dimensionCountsQuery, from.UnixNano(), to.UnixNano())
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: dimension counts: %w", err)
+	}
+	defer func() { _ = rows.Close() }()
+	var out []eventgraph.DimensionCount
+	for rows.Next() {
+		var c eventgraph.DimensionCount
+		if err := rows.Scan(&c.Dimension, &c.Value, &c.Failing, &c.Healthy); err != nil {
+			return nil, fmt.Errorf("sqlitestore: dimension counts: %w", err)
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+func scanEvents(rows *sql.Rows) ([]eventgraph.Event, error) {
+	defer func() { _ = rows.Close() }()
+	var out []eventgraph.Event
+	for rows.Next() {
+		var (
+			e                                                eventgraph.Event
+			kind                                             string
+			timeNs                                           int64
+			endNs, severity                                  sql.NullInt64
+			reqID, stage, model, input, service, host, gpu   sql.NullString
+			severityText, status, name, message              sql.NullString
+			traceID, spanID, parentSpanID, asyncOf, attrsRaw sql.NullString
+		)
+		if err := rows.Scan(&e.ID, &kind, &timeNs, &endNs, &reqID, &stage, &model, &input, &service, &host, &gpu,
+			&severity, &severityText, &status, &e.Failed, &name, &message, &traceID, &spanID, &parentSpanID,
+			&asyncOf, &attrsRaw); err != nil {
+			return nil, fmt.Errorf("sqlitestore: read event: %w", err)
+		}
+		e.Kind = eventgraph.Kind(kind)
+		e.Time = time.Unix(0, timeNs).UTC()
+		if endNs.Valid {
+			e.End = time.Unix(0, endNs.Int64).UTC()
+		}
+		e.ReqID, e.Stage, e.ModelVer, e.InputHash = reqID.String, stage.String, model.String, input.String
+		e.Service, e.Host, e.GPU = service.String, host.String, gpu.String
+		e.SeverityNumber = int32(severity.Int64)
+		e.SeverityText, e.Status, e.Name, e.Message = severityText.String, status.String, name.String, message.String
+		e.TraceID, e.SpanID, e.ParentSpanID, e.AsyncOf = traceID.String, spanID.String, parentSpanID.String, asyncOf.String
+		if attrsRaw.Valid {
+			attrs, err := decodeAttrs(attrsRaw.String)
+			if err != nil {
+				return nil, fmt.Errorf("sqlitestore: attributes of event %s: %w", e.ID, err)
+			}
+			e.Attrs = attrs
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// decodeAttrs restores the model's value types: JSON numbers are float64 and
+// string arrays []string, as the writer's attributes were.
+func decodeAttrs(raw string) (map[string]any, error) {
+	var m map[string]any
+	if err := json.Unmarshal([]byte(raw), &m); err != nil {
+		return nil, err
+	}
+	for k, v := range m {
+		if list, ok := v.([]any); ok {
+			strs := make([]string, len(list))
+			for i, x := range list {
+				strs[i] = fmt.Sprint(x)
+			}
+			m[k] = strs
+		}
+	}
+	return m, nil
+}
+
+func chunks(ids []string) func(yield func([]any) bool) {
+	return func(yield func([]any) bool) {
+		for start := 0; start < len(ids); start += maxIn {
+			end := min(start+maxIn, len(ids))
+			chunk := make([]any, end-start)
+			for i, id := range ids[start:end] {
+				chunk[i] = id
+			}
+			if !yield(chunk) {
+				return
+			}
+		}
+	}
+}
+
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
+}

@@ -1,0 +1,132 @@
+// Package sqlitestore is the embedded event graph: one SQLite file (pure-Go
+// driver, WAL), for single-node use without an external service.
+//
+// Events, their causes and requests are tables. Edges that follow from event
+// fields are not stored but read through indexes: NEXT from (req_id, time,
+// event_id), CHILD_OF from the span keys, ASYNC_OF from async_of. They are
+// therefore right whatever order records arrive in, and a write touches one
+// row per event plus its causes. Span keys are stored as 64-bit hashes, which
+// keeps their indexes small; joins on them also compare the trace id.
+package sqlitestore // import "github.com/loom-otel/loom/internal/eventgraph/sqlitestore"
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/loom-otel/loom/internal/eventgraph"
+)
+
+// Options bound what the store keeps; zero means no bound.
+type Options struct {
+	// MaxAge: Prune deletes events older than this.
+	MaxAge time.Duration
+	// MaxBytes: Prune deletes the oldest events until the file's used pages fit in it.
+	MaxBytes int64
+}
+
+// Store is an embedded event graph in one SQLite file.
+type Store struct {
+	db   *sql.DB
+	opts Options
+	// mu serializes writes and pruning: SQLite has one writer, and waiting here is cheaper than on its lock.
+	mu sync.Mutex
+}
+
+var (
+	_ eventgraph.Backend   = (*Store)(nil)
+	_ eventgraph.Adjacency = (*Store)(nil)
+)
+
+// Open opens or creates the store at path (its directory must exist) and
+// creates its schema. The file is in WAL mode: readers never block the writer.
+func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	if path == "" || strings.ContainsAny(path, "?#") {
+		return nil, fmt.Errorf("sqlitestore: path %q must be a file name without ? or #", path)
+	}
+	// Random event ids make every batch touch pages all over the id index: a
+	// 64 MiB page cache keeps them in memory, and checkpointing the WAL every
+	// 64 MiB instead of 4 MiB writes each page back once for many batches.
+	// NORMAL synchronous in WAL mode syncs at checkpoints, not at every commit.
+	dsn := path + "?_txlock=immediate&_busy_timeout=10000&_auto_vacuum=INCREMENTAL" +
+		"&_journal_mode=WAL&_synchronous=NORMAL&_pragma=temp_store(MEMORY)" +
+		"&_pragma=cache_size(-65536)&_pragma=wal_autocheckpoint(16384)"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, err
+	}
+	// One writer (s.mu) and a few concurrent readers.
+	db.SetMaxOpenConns(4)
+	db.SetMaxIdleConns(4)
+	if _, err := db.ExecContext(ctx, schema); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("sqlitestore: create schema in %s: %w", path, err)
+	}
+	return &Store{db: db, opts: opts}, nil
+}
+
+// Close closes the file.
+func (s *Store) Close(context.Context) error { return s.db.Close() }
+
+// DB is the underlying database, for tests and tools that inspect the file.
+func (s *Store) DB() *sql.DB { return s.db }
+
+const schema = `
+CREATE TABLE IF NOT EXISTS events (
+	event_id        TEXT PRIMARY KEY,
+	kind            TEXT NOT NULL,
+	time_ns         INTEGER NOT NULL,
+	end_ns          INTEGER,
+	req_id          TEXT,
+	stage           TEXT,
+	model_ver       TEXT,
+	input_hash      TEXT,
+	service         TEXT,
+	host            TEXT,
+	gpu             TEXT,
+	severity_number INTEGER,
+	severity_text   TEXT,
+	status          TEXT,
+	failed          INTEGER NOT NULL,
+	name            TEXT,
+	message         TEXT,
+	trace_id        TEXT,
+	span_id         TEXT,
+	parent_span_id  TEXT,
+	span_key        INTEGER,
+	parent_key      INTEGER,
+	async_of        TEXT,
+	attrs           TEXT
+);
+CREATE INDEX IF NOT EXISTS events_by_request ON events (req_id, time_ns, event_id);
+CREATE INDEX IF NOT EXISTS events_by_time ON events (time_ns);
+CREATE INDEX IF NOT EXISTS events_by_span ON events (span_key) WHERE span_key IS NOT NULL;
+CREATE INDEX IF NOT EXISTS events_by_parent ON events (parent_key) WHERE parent_key IS NOT NULL;
+CREATE INDEX IF NOT EXISTS events_by_async ON events (async_of) WHERE async_of IS NOT NULL;
+
+-- CAUSED edges, written with their effect (the record that carries causal.parents).
+CREATE TABLE IF NOT EXISTS caused (
+	effect_id TEXT NOT NULL,
+	cause_id  TEXT NOT NULL,
+	type      TEXT NOT NULL,
+	rule      TEXT NOT NULL,
+	PRIMARY KEY (effect_id, cause_id, type, rule)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS caused_by_cause ON caused (cause_id);
+CREATE TRIGGER IF NOT EXISTS events_delete_caused AFTER DELETE ON events BEGIN
+	DELETE FROM caused WHERE effect_id = old.event_id;
+END;
+
+CREATE TABLE IF NOT EXISTS requests (
+	req_id   TEXT PRIMARY KEY,
+	failed   INTEGER NOT NULL,
+	first_ns INTEGER NOT NULL,
+	last_ns  INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS requests_by_last ON requests (last_ns);
+`

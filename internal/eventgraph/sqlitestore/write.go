@@ -1,0 +1,169 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+
+	"github.com/loom-otel/loom/internal/eventgraph"
+)
+
+// An event written again (a retry, a replay, the same record enriched) is
+// merged into the stored one as Neo4j's SET += merges properties: values it
+// has replace, values it lacks are kept, and attributes are merged key by key.
+const upsertEvent = `
+INSERT INTO events (event_id, kind, time_ns, end_ns, req_id, stage, model_ver, input_hash, service, host, gpu,
+	severity_number, severity_text, status, failed, name, message, trace_id, span_id, parent_span_id,
+	span_key, parent_key, async_of, attrs)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (event_id) DO UPDATE SET
+	kind = excluded.kind,
+	time_ns = excluded.time_ns,
+	end_ns = coalesce(excluded.end_ns, end_ns),
+	req_id = coalesce(excluded.req_id, req_id),
+	stage = coalesce(excluded.stage, stage),
+	model_ver = coalesce(excluded.model_ver, model_ver),
+	input_hash = coalesce(excluded.input_hash, input_hash),
+	service = coalesce(excluded.service, service),
+	host = coalesce(excluded.host, host),
+	gpu = coalesce(excluded.gpu, gpu),
+	severity_number = coalesce(excluded.severity_number, severity_number),
+	severity_text = coalesce(excluded.severity_text, severity_text),
+	status = coalesce(excluded.status, status),
+	failed = excluded.failed,
+	name = coalesce(excluded.name, name),
+	message = coalesce(excluded.message, message),
+	trace_id = coalesce(excluded.trace_id, trace_id),
+	span_id = coalesce(excluded.span_id, span_id),
+	parent_span_id = coalesce(excluded.parent_span_id, parent_span_id),
+	span_key = coalesce(excluded.span_key, span_key),
+	parent_key = coalesce(excluded.parent_key, parent_key),
+	async_of = coalesce(excluded.async_of, async_of),
+	attrs = CASE WHEN attrs IS NULL OR excluded.attrs IS NULL THEN coalesce(excluded.attrs, attrs)
+		ELSE json_patch(attrs, excluded.attrs) END`
+
+const insertCause = `INSERT INTO caused (effect_id, cause_id, type, rule) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`
+
+// A request's outcome and time span only grow, so merging them is idempotent.
+const upsertRequest = `
+INSERT INTO requests (req_id, failed, first_ns, last_ns) VALUES (?, ?, ?, ?)
+ON CONFLICT (req_id) DO UPDATE SET
+	failed = max(failed, excluded.failed),
+	first_ns = min(first_ns, excluded.first_ns),
+	last_ns = max(last_ns, excluded.last_ns)`
+
+// Write upserts the events, their causes and their requests in one transaction.
+func (s *Store) Write(ctx context.Context, events []eventgraph.Event) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }() // a no-op after Commit
+	if err := writeEvents(ctx, tx, events); err != nil {
+		return err
+	}
+	if err := writeRequests(ctx, tx, eventgraph.Requests(events)); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlitestore: commit: %w", err)
+	}
+	return nil
+}
+
+func writeEvents(ctx context.Context, tx *sql.Tx, events []eventgraph.Event) error {
+	event, err := tx.PrepareContext(ctx, upsertEvent)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: prepare: %w", err)
+	}
+	defer func() { _ = event.Close() }()
+	cause, err := tx.PrepareContext(ctx, insertCause)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: prepare: %w", err)
+	}
+	defer func() { _ = cause.Close() }()
+	args := make([]any, 0, 24)
+	for i := range events {
+		e := &events[i]
+		if args, err = appendEventArgs(args[:0], e); err != nil {
+			return err
+		}
+		if _, err := event.ExecContext(ctx, args...); err != nil {
+			return fmt.Errorf("sqlitestore: write event %s: %w", e.ID, err)
+		}
+		for _, c := range e.Causes {
+			if _, err := cause.ExecContext(ctx, e.ID, c.EventID, c.Type, c.Rule); err != nil {
+				return fmt.Errorf("sqlitestore: write cause of %s: %w", e.ID, err)
+			}
+		}
+	}
+	return nil
+}
+
+// appendEventArgs appends the event's row, in the order of upsertEvent's columns.
+func appendEventArgs(args []any, e *eventgraph.Event) ([]any, error) {
+	attrs, err := encodeAttrs(e.Attrs)
+	if err != nil {
+		return nil, eventgraph.Permanent(fmt.Errorf("sqlitestore: event %s: %w", e.ID, err))
+	}
+	var end any
+	if !e.End.IsZero() {
+		end = e.End.UnixNano()
+	}
+	var severity any
+	if e.Kind == eventgraph.KindLog {
+		severity = e.SeverityNumber
+	}
+	return append(args, e.ID, string(e.Kind), e.Time.UnixNano(), end,
+		null(e.ReqID), null(e.Stage), null(e.ModelVer), null(e.InputHash), null(e.Service), null(e.Host), null(e.GPU),
+		severity, null(e.SeverityText), null(e.Status), e.Failed, null(e.Name), null(e.Message),
+		null(e.TraceID), null(e.SpanID), null(e.ParentSpanID), spanKey(e.SpanKey()), spanKey(e.ParentKey()),
+		null(e.AsyncOf), attrs), nil
+}
+
+func writeRequests(ctx context.Context, tx *sql.Tx, requests []eventgraph.Request) error {
+	stmt, err := tx.PrepareContext(ctx, upsertRequest)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: prepare: %w", err)
+	}
+	defer func() { _ = stmt.Close() }()
+	for _, r := range requests {
+		if _, err := stmt.ExecContext(ctx, r.ReqID, r.Failed, r.First.UnixNano(), r.Last.UnixNano()); err != nil {
+			return fmt.Errorf("sqlitestore: write request: %w", err)
+		}
+	}
+	return nil
+}
+
+// null stores an empty string as NULL: absent, so that a merge keeps the stored value.
+func null(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// spanKey is the stored form of a span key: its FNV-1a hash; NULL when empty.
+func spanKey(key string) any {
+	if key == "" {
+		return nil
+	}
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(key))
+	return int64(h.Sum64())
+}
+
+func encodeAttrs(attrs map[string]any) (any, error) {
+	if len(attrs) == 0 {
+		return nil, nil
+	}
+	b, err := json.Marshal(attrs)
+	if err != nil {
+		return nil, err
+	}
+	return string(b), nil
+}
