@@ -19,8 +19,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// scopeName is the instrumentation scope of every emitted record.
-const scopeName = "github.com/loom-otel/loom/internal/workload"
+// ScopeName is the instrumentation scope of every generated record.
+const ScopeName = "github.com/loom-otel/loom/internal/workload"
 
 // emitter turns modelled requests into SDK spans and log records. Each
 // service instance gets its own TracerProvider and LoggerProvider (its own
@@ -110,7 +110,7 @@ func (e *emitter) providers(s *Service) (trace.Tracer, log.Logger) {
 		// Our records never repeat a key, so the SDK's per-record dedup is skipped.
 		lp := sdklog.NewLoggerProvider(sdklog.WithResource(res), sdklog.WithProcessor(logSink{e.logs}),
 			sdklog.WithAllowKeyDuplication())
-		e.tracers[s.index], e.loggers[s.index] = tp.Tracer(scopeName), lp.Logger(scopeName)
+		e.tracers[s.index], e.loggers[s.index] = tp.Tracer(ScopeName), lp.Logger(ScopeName)
 		e.shutProviders = append(e.shutProviders, tp.Shutdown, lp.Shutdown)
 	}
 	return e.tracers[s.index], e.loggers[s.index]

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/loom-otel/loom/internal/golden"
+	"github.com/loom-otel/loom/internal/workload"
 )
 
 // mixChunk is how many requests go into one pair of batches; a tick of
@@ -332,16 +333,16 @@ func (m *mixBatches) causes(reqs []*mixRequest) plog.Logs {
 			}
 			switch {
 			case r.tid%7 == 0:
-				add(r, "cache", "cache-0", workloadScope, s.Start.Add(-50*time.Millisecond), staged(r.Truth.ReqID, "cache/miss", nil))
+				add(r, "cache", "cache-0", workload.ScopeName, s.Start.Add(-50*time.Millisecond), staged(r.Truth.ReqID, "cache/miss", nil))
 			case r.Truth.Scenario == "s2" && r.tid%2 == 0:
 				add(r, "loom-gpu", s.Service.Host, gpuReceiverScope, s.Start.Add(-100*time.Millisecond), map[string]any{
 					"process.pid": int64(s.Service.PID), "hw.gpu.memory.usage": int64(78_000), "hw.gpu.memory.limit": int64(81_559), golden.GPUID: "0",
 				})
 			case r.tid%11 == 0:
 				at := s.Start
-				add(r, "gateway", "edge-0", workloadScope, at.Add(time.Millisecond), staged(r.Truth.ReqID, "model/forward", map[string]any{"error.type": "timeout"}))
-				add(r, "gateway", "edge-0", workloadScope, at.Add(2*time.Millisecond), staged(r.Truth.ReqID, "model/forward", map[string]any{"retry.attempt": 1}))
-				add(r, "gateway", "edge-0", workloadScope, at.Add(3*time.Millisecond), staged(r.Truth.ReqID, "model/fallback", nil))
+				add(r, "gateway", "edge-0", workload.ScopeName, at.Add(time.Millisecond), staged(r.Truth.ReqID, "model/forward", map[string]any{"error.type": "timeout"}))
+				add(r, "gateway", "edge-0", workload.ScopeName, at.Add(2*time.Millisecond), staged(r.Truth.ReqID, "model/forward", map[string]any{"retry.attempt": 1}))
+				add(r, "gateway", "edge-0", workload.ScopeName, at.Add(3*time.Millisecond), staged(r.Truth.ReqID, "model/fallback", nil))
 			}
 		}
 	}

@@ -25,9 +25,6 @@ const (
 	testReq    = "test.req"    // the req_id the record belongs to; absent on noise
 )
 
-// workloadScope is the instrumentation scope of the workload's records.
-const workloadScope = "github.com/loom-otel/loom/internal/workload"
-
 // mixRequest is one generated request with the records the test adds to it:
 // driver events of the gpu receiver during its model/forward spans.
 type mixRequest struct {
@@ -98,9 +95,9 @@ func (m *mixBatches) build(reqs []*mixRequest) (ptrace.Traces, plog.Logs) {
 			spans, ok := spanRes[s.Service]
 			if !ok {
 				rs := td.ResourceSpans().AppendEmpty()
-				serviceResource(s.Service, rs.Resource())
+				workload.PutResource(s.Service, rs.Resource())
 				ss := rs.ScopeSpans().AppendEmpty()
-				ss.Scope().SetName(workloadScope)
+				ss.Scope().SetName(workload.ScopeName)
 				spans = ss.Spans()
 				spanRes[s.Service] = spans
 			}
@@ -115,9 +112,9 @@ func (m *mixBatches) build(reqs []*mixRequest) (ptrace.Traces, plog.Logs) {
 				records, ok := logRes[l.Service]
 				if !ok {
 					rl := ld.ResourceLogs().AppendEmpty()
-					serviceResource(l.Service, rl.Resource())
+					workload.PutResource(l.Service, rl.Resource())
 					sl := rl.ScopeLogs().AppendEmpty()
-					sl.Scope().SetName(workloadScope)
+					sl.Scope().SetName(workload.ScopeName)
 					if l.Service.Name == "loom-gpu" {
 						sl.Scope().SetName(gpuReceiverScope)
 					}
@@ -131,31 +128,8 @@ func (m *mixBatches) build(reqs []*mixRequest) (ptrace.Traces, plog.Logs) {
 	return td, ld
 }
 
-func serviceResource(svc *workload.Service, res pcommon.Resource) {
-	a := res.Attributes()
-	a.PutStr(string(semconv.ServiceNameKey), svc.Name)
-	a.PutStr(string(semconv.ServiceInstanceIDKey), svc.Instance)
-	a.PutStr(string(semconv.HostNameKey), svc.Host)
-	if svc.PID != 0 {
-		a.PutInt(string(semconv.ProcessPIDKey), int64(svc.PID))
-	}
-}
-
 func (m *mixBatches) span(r *mixRequest, s *workload.Span, out ptrace.Span) {
-	out.SetName(s.Name)
-	out.SetKind(ptrace.SpanKind(s.Kind))
-	out.SetTraceID(pcommon.TraceID(s.Context.TraceID()))
-	out.SetSpanID(pcommon.SpanID(s.Context.SpanID()))
-	if s.Parent.IsValid() {
-		out.SetParentSpanID(pcommon.SpanID(s.Parent.SpanID()))
-	}
-	out.SetStartTimestamp(pcommon.NewTimestampFromTime(s.Start))
-	out.SetEndTimestamp(pcommon.NewTimestampFromTime(s.End))
-	if s.Error != "" {
-		out.Status().SetCode(ptrace.StatusCodeError)
-		out.Status().SetMessage(s.Error)
-	}
-	putKVs(out.Attributes(), s.Attrs)
+	workload.PutSpan(s, out)
 	if s.Name == "model/forward" {
 		// The engine thread that ran it and its GPU: what the gpu receiver reports too.
 		out.Attributes().PutInt(string(semconv.ThreadIDKey), r.tid)
@@ -169,16 +143,8 @@ var stageInBody = regexp.MustCompile(`"stage":"([^"]+)"|\bstage=(\S+)`)
 // log converts a log record and does goldenfield's part: the req_id found in
 // an attribute or in the body becomes the req_id attribute, and so does the stage.
 func (m *mixBatches) log(r *mixRequest, l *workload.Log, out plog.LogRecord) {
-	out.SetTimestamp(pcommon.NewTimestampFromTime(l.Time))
-	out.SetSeverityNumber(plog.SeverityNumber(l.Severity))
-	out.SetSeverityText(l.SeverityText)
-	out.Body().SetStr(l.Body)
-	if l.Context.IsValid() {
-		out.SetTraceID(pcommon.TraceID(l.Context.TraceID()))
-		out.SetSpanID(pcommon.SpanID(l.Context.SpanID()))
-	}
+	workload.PutLog(l, out)
 	attrs := out.Attributes()
-	putKVs(attrs, l.Attrs)
 	id := r.Truth.ReqID
 	belongs := strings.Contains(l.Body, id) || hasValue(l.Attrs, id)
 	printsReqID := !m.logsInSpansLackReqID || !l.Context.IsValid()
@@ -214,22 +180,6 @@ func hasValue(kvs []attribute.KeyValue, v string) bool {
 		}
 	}
 	return false
-}
-
-func putKVs(m pcommon.Map, kvs []attribute.KeyValue) {
-	for _, kv := range kvs {
-		k := string(kv.Key)
-		switch kv.Value.Type() {
-		case attribute.INT64:
-			m.PutInt(k, kv.Value.AsInt64())
-		case attribute.FLOAT64:
-			m.PutDouble(k, kv.Value.AsFloat64())
-		case attribute.BOOL:
-			m.PutBool(k, kv.Value.AsBool())
-		default:
-			m.PutStr(k, kv.Value.String())
-		}
-	}
 }
 
 // primaryRoot returns the root span of a request's first trace.

@@ -64,7 +64,7 @@ func newBenchStream(b *testing.B) *benchStream {
 		for j := range requestsPerBatch {
 			batch = append(batch, gen.Next(t0.Add(time.Duration(i+j)*10*time.Millisecond)))
 		}
-		td, ld := toPdata(batch)
+		td, ld := workload.ToPdata(batch)
 		require.NoError(b, chain.logs.ConsumeLogs(context.Background(), ld))
 		require.NoError(b, chain.traces.ConsumeTraces(context.Background(), td))
 	}

@@ -13,109 +13,10 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processortest"
-	"go.opentelemetry.io/otel/attribute"
-	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
 	"github.com/loom-otel/loom/internal/workload"
 	"github.com/loom-otel/loom/processor/goldenfieldprocessor"
 )
-
-// workloadScope is the instrumentation scope the generated records carry.
-const workloadScope = "github.com/loom-otel/loom/internal/workload"
-
-// toPdata builds the OTLP data the workload's SDK would send for reqs: one
-// resource per service instance, spans and logs apart.
-func toPdata(reqs []*workload.Request) (ptrace.Traces, plog.Logs) {
-	td, ld := ptrace.NewTraces(), plog.NewLogs()
-	spanSlices := map[*workload.Service]ptrace.SpanSlice{}
-	logSlices := map[*workload.Service]plog.LogRecordSlice{}
-	for _, r := range reqs {
-		for i := range r.Spans {
-			s := &r.Spans[i]
-			spans, ok := spanSlices[s.Service]
-			if !ok {
-				rs := td.ResourceSpans().AppendEmpty()
-				putResource(s.Service, rs.Resource())
-				ss := rs.ScopeSpans().AppendEmpty()
-				ss.Scope().SetName(workloadScope)
-				spans = ss.Spans()
-				spanSlices[s.Service] = spans
-			}
-			putSpan(s, spans.AppendEmpty())
-		}
-		for i := range r.Logs {
-			l := &r.Logs[i]
-			records, ok := logSlices[l.Service]
-			if !ok {
-				rl := ld.ResourceLogs().AppendEmpty()
-				putResource(l.Service, rl.Resource())
-				sl := rl.ScopeLogs().AppendEmpty()
-				sl.Scope().SetName(workloadScope)
-				records = sl.LogRecords()
-				logSlices[l.Service] = records
-			}
-			putLog(l, records.AppendEmpty())
-		}
-	}
-	return td, ld
-}
-
-func putResource(svc *workload.Service, res pcommon.Resource) {
-	a := res.Attributes()
-	a.PutStr(string(semconv.ServiceNameKey), svc.Name)
-	a.PutStr(string(semconv.ServiceInstanceIDKey), svc.Instance)
-	a.PutStr(string(semconv.ServiceVersionKey), svc.Version)
-	a.PutStr(string(semconv.HostNameKey), svc.Host)
-	a.PutInt(string(semconv.ProcessPIDKey), int64(svc.PID))
-	a.PutStr(string(semconv.TelemetrySDKLanguageKey), svc.Language)
-}
-
-func putSpan(s *workload.Span, out ptrace.Span) {
-	out.SetName(s.Name)
-	out.SetKind(ptrace.SpanKind(s.Kind))
-	out.SetTraceID(pcommon.TraceID(s.Context.TraceID()))
-	out.SetSpanID(pcommon.SpanID(s.Context.SpanID()))
-	if s.Parent.IsValid() {
-		out.SetParentSpanID(pcommon.SpanID(s.Parent.SpanID()))
-	}
-	out.SetStartTimestamp(pcommon.NewTimestampFromTime(s.Start))
-	out.SetEndTimestamp(pcommon.NewTimestampFromTime(s.End))
-	if s.Error != "" {
-		out.Status().SetCode(ptrace.StatusCodeError)
-		out.Status().SetMessage(s.Error)
-	}
-	putAttributes(out.Attributes(), s.Attrs)
-}
-
-func putLog(l *workload.Log, out plog.LogRecord) {
-	out.SetTimestamp(pcommon.NewTimestampFromTime(l.Time))
-	out.SetObservedTimestamp(pcommon.NewTimestampFromTime(l.Time))
-	out.SetSeverityNumber(plog.SeverityNumber(l.Severity))
-	out.SetSeverityText(l.SeverityText)
-	out.Body().SetStr(l.Body)
-	if l.Context.IsValid() {
-		out.SetTraceID(pcommon.TraceID(l.Context.TraceID()))
-		out.SetSpanID(pcommon.SpanID(l.Context.SpanID()))
-	}
-	putAttributes(out.Attributes(), l.Attrs)
-}
-
-func putAttributes(m pcommon.Map, kvs []attribute.KeyValue) {
-	m.EnsureCapacity(len(kvs))
-	for _, kv := range kvs {
-		k := string(kv.Key)
-		switch kv.Value.Type() {
-		case attribute.BOOL:
-			m.PutBool(k, kv.Value.AsBool())
-		case attribute.INT64:
-			m.PutInt(k, kv.Value.AsInt64())
-		case attribute.FLOAT64:
-			m.PutDouble(k, kv.Value.AsFloat64())
-		default:
-			m.PutStr(k, kv.Value.AsString())
-		}
-	}
-}
 
 // goldenChain puts the real goldenfield processor (default config) in front
 // of next, as the gateway pipeline does.
@@ -204,7 +105,7 @@ func (r *replay) run(tb testing.TB, n int, variants []*variant) {
 	}
 	var batch []*workload.Request
 	flush := func(now time.Time) {
-		td, ld := toPdata(batch)
+		td, ld := workload.ToPdata(batch)
 		batch = batch[:0]
 		require.NoError(tb, chain.logs.ConsumeLogs(context.Background(), ld))
 		require.NoError(tb, chain.traces.ConsumeTraces(context.Background(), td))

@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -58,17 +57,12 @@ func TestEventGraphFromTheCollector(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	var truthFile strings.Builder
-	sent, err := workload.Run(ctx, workload.Config{
+	sent, truths := sendWorkload(t, col, workload.GRPC, workload.Config{
 		Scenarios: []workload.Scenario{workload.S1, workload.S2, workload.S3},
 		Affected:  0.12,
 		Requests:  400,
 		Seed:      19,
-	}, workload.Target{Endpoint: col.endpoints["receivers.otlp.protocols.grpc.endpoint"], Protocol: workload.GRPC, Insecure: true}, &truthFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	truths := readTruth(t, []byte(truthFile.String()))
+	})
 
 	const events = `MATCH (e:Event) WHERE e.time IS NOT NULL RETURN count(e)`
 	waitForCount := func(query string, atLeast int64) int64 {

@@ -83,11 +83,7 @@ func TestLokiAndTempoFindEveryRecordByReqID(t *testing.T) {
 	loki := &lokiPushes{t: t, tenants: map[string]int{}}
 	lokiServer := httptest.NewServer(loki)
 	defer lokiServer.Close()
-	tempo, err := otlpsink.Start(true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tempo.Close()
+	tempo := startSink(t)
 
 	col := startCollector(t, "distribution/config.yaml", func(cfg map[string]any) {
 		keepEveryRequest(cfg)
@@ -103,17 +99,12 @@ func TestLokiAndTempoFindEveryRecordByReqID(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var truthFile strings.Builder
-	sent, err := workload.Run(ctx, workload.Config{
+	sent, truths := sendWorkload(t, col, workload.GRPC, workload.Config{
 		Scenarios: []workload.Scenario{workload.S1, workload.S2, workload.S3},
 		Affected:  0.12,
 		Requests:  1000,
 		Seed:      7,
-	}, workload.Target{Endpoint: col.endpoints["receivers.otlp.protocols.grpc.endpoint"], Protocol: workload.GRPC, Insecure: true}, &truthFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	truths := readTruth(t, []byte(truthFile.String()))
+	})
 
 	if _, err := tempo.WaitFor(ctx, time.Minute, 0, func(c otlpsink.Counts) bool { return c.Spans >= sent.Spans }); err != nil {
 		t.Fatalf("tempo: %v\ncollector log:\n%s", err, col.log())

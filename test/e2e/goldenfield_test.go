@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -27,22 +26,11 @@ type goldenRun struct {
 
 func runThroughGoldenfield(t *testing.T, cfg workload.Config, action string) goldenRun {
 	t.Helper()
-	sink, err := otlpsink.Start(true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(sink.Close)
-	col := startCollector(t, "distribution/config.yaml", func(c map[string]any) {
-		withEdits(exportTo(sink, "logs", "traces"), keepEveryRequest)(c)
+	sink := startSink(t)
+	col := startCollector(t, "distribution/config.yaml", withEdits(exportTo(sink, "logs", "traces"), keepEveryRequest, func(c map[string]any) {
 		mapAt(c, "processors", "goldenfield", "action")["mode"] = action
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	var truthFile strings.Builder
-	sent, err := workload.Run(ctx, cfg, workload.Target{Endpoint: col.endpoints["receivers.otlp.protocols.grpc.endpoint"], Protocol: workload.GRPC, Insecure: true}, &truthFile)
-	if err != nil {
-		t.Fatal(err)
-	}
+	}))
+	sent, truths := sendWorkload(t, col, workload.GRPC, cfg)
 	// Wait until nothing more arrives for longer than reqidstitch holds records
 	// (2s): with drop, fewer records come out than went in.
 	var last otlpsink.Counts
@@ -54,7 +42,7 @@ func runThroughGoldenfield(t *testing.T, cfg workload.Config, action string) gol
 			last, stable = now, 0
 		}
 	}
-	return goldenRun{sent: sent, truths: readTruth(t, []byte(truthFile.String())), sink: sink}
+	return goldenRun{sent: sent, truths: truths, sink: sink}
 }
 
 // leakedPrompts regenerates cfg's requests and returns the raw prompts their

@@ -23,6 +23,9 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/loom-otel/loom/internal/otlpsink"
+	"github.com/loom-otel/loom/internal/workload"
 )
 
 // repoRoot is the repository root, two levels above this package.
@@ -286,4 +289,38 @@ func keepEveryRequest(cfg map[string]any) {
 	sampling := mapAt(cfg, "processors", "reqsampling")
 	sampling["base_percentage"] = 100
 	sampling["decision_wait"] = "1s"
+}
+
+// sendWorkload runs the workload generator against col's OTLP receiver and
+// returns what it sent and the ground truth of every request.
+func sendWorkload(t *testing.T, col *collector, protocol workload.Protocol, cfg workload.Config) (workload.Summary, []workload.Truth) {
+	t.Helper()
+	endpoint := col.endpoints["receivers.otlp.protocols.grpc.endpoint"]
+	if protocol == workload.HTTP {
+		endpoint = col.endpoints["receivers.otlp.protocols.http.endpoint"]
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var truthFile bytes.Buffer
+	sent, err := workload.Run(ctx, cfg, workload.Target{Endpoint: endpoint, Protocol: protocol, Insecure: true}, &truthFile)
+	if err != nil {
+		t.Fatalf("workload: %v\ncollector log:\n%s", err, col.log())
+	}
+	truths := readTruth(t, truthFile.Bytes())
+	if len(truths) != sent.Requests {
+		t.Fatalf("the ground truth has %d requests, the workload sent %d", len(truths), sent.Requests)
+	}
+	return sent, truths
+}
+
+// startSink starts an in-process OTLP receiver that keeps what it gets, for
+// the collector under test to export to.
+func startSink(t *testing.T) *otlpsink.Sink {
+	t.Helper()
+	sink, err := otlpsink.Start(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sink.Close)
+	return sink
 }

@@ -60,34 +60,20 @@ func readTruth(t *testing.T, raw []byte) []workload.Truth {
 func TestDefaultPipelineDeliversEveryRecordOnce(t *testing.T) {
 	for _, protocol := range []workload.Protocol{"grpc", "http"} {
 		t.Run(string(protocol), func(t *testing.T) {
-			sink, err := otlpsink.Start(true)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer sink.Close()
+			sink := startSink(t)
 			col := startCollector(t, "distribution/config.yaml", withEdits(exportTo(sink, "logs", "traces"), keepEveryRequest))
 
-			endpoint := col.endpoints["receivers.otlp.protocols.grpc.endpoint"]
-			if protocol == "http" {
-				endpoint = col.endpoints["receivers.otlp.protocols.http.endpoint"]
-			}
-			var truthFile bytes.Buffer
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			sent, err := workload.Run(ctx, workload.Config{
+			sent, truths := sendWorkload(t, col, protocol, workload.Config{
 				Scenarios: []workload.Scenario{workload.S1, workload.S2, workload.S3},
 				Affected:  0.12,
 				Requests:  1500,
 				Seed:      42,
-			}, workload.Target{Endpoint: endpoint, Protocol: protocol, Insecure: true}, &truthFile)
-			if err != nil {
-				t.Fatalf("workload: %v\ncollector log:\n%s", err, col.log())
+			})
+			if sent.Requests != 1500 {
+				t.Fatalf("sent %d requests, want 1500", sent.Requests)
 			}
-			truths := readTruth(t, truthFile.Bytes())
-			if len(truths) != sent.Requests || sent.Requests != 1500 {
-				t.Fatalf("ground truth has %d requests, summary %d, want 1500", len(truths), sent.Requests)
-			}
-
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
 			got, err := sink.WaitFor(ctx, time.Minute, 3*time.Second, func(c otlpsink.Counts) bool {
 				return c.LogRecords >= sent.Logs && c.Spans >= sent.Spans
 			})

@@ -27,25 +27,16 @@ import (
 // primary trace, every record has an event.id, and the default causal rules
 // stay silent on traffic that holds none of their causes.
 func TestReqidstitchTellsOneStoryPerRequest(t *testing.T) {
-	sink, err := otlpsink.Start(true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sink.Close()
+	sink := startSink(t)
 	col := startCollector(t, "distribution/config.yaml", withEdits(exportTo(sink, "logs", "traces"), keepEveryRequest))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var truthFile strings.Builder
-	sent, err := workload.Run(ctx, workload.Config{
+	sent, truths := sendWorkload(t, col, workload.GRPC, workload.Config{
 		Scenarios: []workload.Scenario{workload.S1, workload.S2, workload.S3},
 		Affected:  0.12,
 		Requests:  1000,
 		Seed:      13,
-	}, workload.Target{Endpoint: col.endpoints["receivers.otlp.protocols.grpc.endpoint"], Protocol: workload.GRPC, Insecure: true}, &truthFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	truths := readTruth(t, []byte(truthFile.String()))
+	})
 	if _, err := sink.WaitFor(ctx, time.Minute, 3*time.Second, func(c otlpsink.Counts) bool {
 		return c.LogRecords >= sent.Logs && c.Spans >= sent.Spans
 	}); err != nil {
@@ -130,11 +121,7 @@ func TestReqidstitchTellsOneStoryPerRequest(t *testing.T) {
 // later, the model forward pass of the same request, plus a forward pass of
 // another request without a miss: only the first gets a causal parent.
 func TestReqidstitchCacheMissTriggersInference(t *testing.T) {
-	sink, err := otlpsink.Start(true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sink.Close()
+	sink := startSink(t)
 	col := startCollector(t, "distribution/config.yaml", withEdits(exportTo(sink, "logs"), keepEveryRequest))
 
 	now := time.Now()

@@ -3,8 +3,6 @@
 package e2e
 
 import (
-	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -34,27 +32,16 @@ func waitQuiet(sink *otlpsink.Sink, quiet time.Duration) otlpsink.Counts {
 // failing request is kept with all of its logs and spans, healthy requests at
 // about the base rate, and every kept record says which policy kept it.
 func TestReqsamplingKeepsEveryFailingRequestWhole(t *testing.T) {
-	sink, err := otlpsink.Start(true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sink.Close()
+	sink := startSink(t)
 	col := startCollector(t, "distribution/config.yaml", withEdits(exportTo(sink, "logs", "traces"), func(cfg map[string]any) {
 		mapAt(cfg, "processors", "reqsampling")["decision_wait"] = "2s"
 	}))
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	var truthFile strings.Builder
-	sent, err := workload.Run(ctx, workload.Config{
+	sent, truths := sendWorkload(t, col, workload.GRPC, workload.Config{
 		Scenarios: []workload.Scenario{workload.S1, workload.S2, workload.S3},
 		Affected:  0.12,
 		Requests:  3000,
 		Seed:      21,
-	}, workload.Target{Endpoint: col.endpoints["receivers.otlp.protocols.grpc.endpoint"], Protocol: workload.GRPC, Insecure: true}, &truthFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	truths := readTruth(t, []byte(truthFile.String()))
+	})
 	got := waitQuiet(sink, 5*time.Second) // longer than decision_wait plus reqidstitch's hold
 
 	spansByReq := map[string]int{}

@@ -3,8 +3,6 @@
 package e2e
 
 import (
-	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -40,11 +38,7 @@ func TestAgentsRouteEveryRequestToOneGateway(t *testing.T) {
 	var sinks []*otlpsink.Sink
 	var gateways []string
 	for range 2 {
-		sink, err := otlpsink.Start(true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer sink.Close()
+		sink := startSink(t)
 		gw := startCollector(t, "distribution/gateway.yaml", withEdits(onLoopback(t, "file_storage/queues"), func(cfg map[string]any) {
 			// The backends are this test's sink; the sampler keeps everything.
 			for _, pipeline := range []string{"logs", "traces"} {
@@ -60,19 +54,12 @@ func TestAgentsRouteEveryRequestToOneGateway(t *testing.T) {
 		mapAt(cfg, "exporters", "load_balancing")["resolver"] = map[string]any{"static": map[string]any{"hostnames": gateways}}
 	}))
 
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	var truthFile strings.Builder
-	sent, err := workload.Run(ctx, workload.Config{
+	sent, truths := sendWorkload(t, agent, workload.GRPC, workload.Config{
 		Scenarios: []workload.Scenario{workload.S1, workload.S2, workload.S3},
 		Affected:  0.12,
 		Requests:  1000,
 		Seed:      17,
-	}, workload.Target{Endpoint: agent.endpoints["receivers.otlp.protocols.grpc.endpoint"], Protocol: workload.GRPC, Insecure: true}, &truthFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	truths := readTruth(t, []byte(truthFile.String()))
+	})
 	deadline := time.Now().Add(time.Minute)
 	for {
 		var logs, spans int
