@@ -1,7 +1,7 @@
 // Package otlpsink is an in-process OTLP receiver for tests and benchmarks: it
 // accepts logs, traces and metrics over OTLP/gRPC and OTLP/HTTP (protobuf) on
-// loopback and keeps everything it received, so a test can assert exactly what
-// a client or a collector sent.
+// loopback, keeps the logs and traces it received, so a test can assert exactly
+// what a client or a collector sent, and counts metric data points.
 package otlpsink
 
 import (
@@ -38,7 +38,6 @@ type Sink struct {
 	changed chan struct{} // closed and replaced on every receipt
 	logs    []plog.Logs
 	traces  []ptrace.Traces
-	metrics []pmetric.Metrics
 	counts  Counts
 	tenants map[string]int // export requests by X-Scope-OrgID ("" when absent)
 	// keep=false counts records without storing them (benchmarks).
@@ -185,11 +184,6 @@ func (s *Sink) addMetrics(md pmetric.Metrics) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.counts.DataPoints += md.DataPointCount()
-	if s.keep {
-		kept := pmetric.NewMetrics()
-		md.CopyTo(kept)
-		s.metrics = append(s.metrics, kept)
-	}
 	s.notifyLocked()
 }
 
@@ -218,13 +212,6 @@ func (s *Sink) Traces() []ptrace.Traces {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]ptrace.Traces(nil), s.traces...)
-}
-
-// Metrics returns every metrics payload received so far (only with keep).
-func (s *Sink) Metrics() []pmetric.Metrics {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]pmetric.Metrics(nil), s.metrics...)
 }
 
 // ErrTimeout is returned by WaitFor when the condition did not hold in time.

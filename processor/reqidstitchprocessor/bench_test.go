@@ -162,9 +162,6 @@ func BenchmarkStitch(b *testing.B) {
 // request on the generator's mix (GPU attribution and rules off: their state
 // is bounded apart, by process and by join key).
 func TestIndexMemoryPerRequest(t *testing.T) {
-	if testing.Short() {
-		t.Skip("memory measurement")
-	}
 	const requests = 20_000
 	f := NewFactory()
 	cfg := f.CreateDefaultConfig().(*Config)

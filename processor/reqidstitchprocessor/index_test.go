@@ -102,9 +102,6 @@ func TestServicesTableIsBounded(t *testing.T) {
 // A million concurrent request ids: the index stays at max_requests, every
 // eviction is counted, and the heap stays bounded.
 func TestIndexBoundedWithAMillionRequests(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a million requests")
-	}
 	const total, limit = 1_000_000, 100_000
 	var c tally
 	x := newIndex(limit, int64(time.Hour), &c)

@@ -92,9 +92,6 @@ func BenchmarkEffectiveness(b *testing.B) {
 // included: at least 99.7% of the failing requests kept whole, at most 1.12×
 // the oracle volume.
 func TestEffectiveness(t *testing.T) {
-	if testing.Short() {
-		t.Skip("replays 30k requests three times")
-	}
 	truths, variants := runEffectiveness(t, effectivenessRequests/2)
 	writeEffectiveness(os.Stdout, truths, variants)
 	uniform, learning := score(truths, variants[0].kept), score(truths, variants[2].kept)

@@ -89,9 +89,6 @@ func (sc scorecard) hotHealthyRate() float64 {
 // every failing request of the ground truth is kept with all of its logs and
 // spans, and healthy requests at about the base rate.
 func TestWorkloadS1S2S3(t *testing.T) {
-	if testing.Short() {
-		t.Skip("replays 6000 requests")
-	}
 	r := newReplay(t, workload.Config{
 		Scenarios: []workload.Scenario{workload.S1, workload.S2, workload.S3},
 		Affected:  0.12, Requests: 6000, Seed: 1,
