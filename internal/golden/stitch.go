@@ -15,4 +15,9 @@ const (
 	StitchAsyncOf = "stitch.async_of"
 	// GPUID names the GPU a record ran on, for joins by host.name and GPU.
 	GPUID = "gpu.id"
+	// ThreadVID is, on an event observed from the host (the gpu receiver's),
+	// the thread's id in its own pid namespace: what the process's telemetry
+	// reports as thread.id. process.vpid (semconv) is the same for the
+	// process. Outside containers they equal thread.id and process.pid.
+	ThreadVID = "thread.vid"
 )

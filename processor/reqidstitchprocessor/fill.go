@@ -203,7 +203,7 @@ func (s *stitcher) observeSpan(o origin, span ptrace.Span, r *request, event gol
 		s.index.keep(r, newSpanRef(span.StartTimestamp(), span.EndTimestamp(), span.SpanID(), o.service, ti))
 	}
 	if s.gpu != nil && o.pid != 0 {
-		s.gpu.observe(procKey{host: o.host, pid: o.pid}, gpuSpan{
+		s.gpu.observe(procKey{host: o.host, container: o.container, pid: o.pid}, gpuSpan{
 			start: span.StartTimestamp(), end: span.EndTimestamp(),
 			tid:   intAttr(span.Attributes(), string(semconv.ThreadIDKey)),
 			reqID: r.id, trace: span.TraceID(), span: span.SpanID(),

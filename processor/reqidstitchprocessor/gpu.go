@@ -11,10 +11,12 @@ import (
 	"github.com/loom-otel/loom/internal/golden"
 )
 
-// procKey names one process: GPU events and spans meet on host and pid.
+// procKey names one process: GPU events and spans meet on host, container
+// and pid, the pid as the process sees it (its telemetry's process.pid).
 type procKey struct {
-	host string
-	pid  int64
+	host      string
+	container string
+	pid       int64
 }
 
 // gpuSpan is a recent span of a process, as GPU attribution needs it.
@@ -81,7 +83,8 @@ func (g *gpuIndex) observe(k procKey, s gpuSpan) {
 }
 
 func (g *gpuIndex) add(k procKey) *process {
-	k.host = strings.Clone(k.host) // the table must not pin the batch the name came from
+	// The table must not pin the batch the names came from.
+	k.host, k.container = strings.Clone(k.host), strings.Clone(k.container)
 	p := &process{}
 	if len(g.order) < cap(g.order) {
 		g.order = append(g.order, k)
@@ -93,6 +96,12 @@ func (g *gpuIndex) add(k procKey) *process {
 	}
 	g.procs[k] = p
 	return p
+}
+
+// knows reports whether spans of the process have been seen.
+func (g *gpuIndex) knows(k procKey) bool {
+	_, ok := g.procs[k]
+	return ok
 }
 
 // attribute finds the span covering an event at ts on thread tid (0: unknown).
@@ -140,18 +149,36 @@ func (s *stitcher) isGPUEvent(o origin, rl plog.ResourceLogs, sl plog.ScopeLogs,
 func (s *stitcher) attributeGPUEvent(o origin, lr plog.LogRecord, now int64) (*request, bool) {
 	attrs := lr.Attributes()
 	// The event names the process it is about on the record; the resource is
-	// the receiver's own, and names the host.
-	k := procKey{host: o.host, pid: intAttr(attrs, string(semconv.ProcessPIDKey))}
+	// the receiver's own, and names the host. Observed from the host, a
+	// containerized process has two pids: its telemetry reports the one it
+	// sees (process.vpid on the event).
+	k := procKey{host: o.host, container: o.container, pid: intAttr(attrs, string(semconv.ProcessVpidKey))}
+	if k.pid == 0 {
+		k.pid = intAttr(attrs, string(semconv.ProcessPIDKey))
+	}
 	if k.pid == 0 {
 		k.pid = o.pid
 	}
 	if v, ok := attrs.Get(string(semconv.HostNameKey)); ok && k.host == "" {
 		k.host = v.AsString()
 	}
+	if v, ok := attrs.Get(string(semconv.ContainerIDKey)); ok {
+		k.container = v.AsString()
+	}
 	if k.pid == 0 {
 		return nil, false
 	}
-	span, outcome := s.gpu.attribute(k, intAttr(attrs, string(semconv.ThreadIDKey)), logTime(lr))
+	// Services whose telemetry names no container.id are known by host and
+	// pid alone: an event of a container falls back to them, unless spans
+	// that name its container have been seen.
+	if k.container != "" && !s.gpu.knows(k) {
+		k.container = ""
+	}
+	tid := intAttr(attrs, golden.ThreadVID)
+	if tid == 0 {
+		tid = intAttr(attrs, string(semconv.ThreadIDKey))
+	}
+	span, outcome := s.gpu.attribute(k, tid, logTime(lr))
 	if outcome != attributed {
 		return nil, true
 	}

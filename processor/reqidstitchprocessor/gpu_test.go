@@ -53,6 +53,45 @@ func TestGPUEventsAreAttributedByHostPidThreadAndTime(t *testing.T) {
 	assert.Equal(t, int64(2), h.counter("processor_reqidstitch_records_filled", "direction", "gpu"))
 }
 
+// TestGPUEventsOfContainersMeetTheirOwnSpans: two engines in containers on
+// one node are both pid 1 and thread 1 to themselves, which their spans
+// report; the gpu receiver sees host pids and names the container and the
+// namespaced pids beside them.
+func TestGPUEventsOfContainersMeetTheirOwnSpans(t *testing.T) {
+	const containerA, containerB = "aaaa", "bbbb"
+	inContainer := func(r rec, container string) rec {
+		r.pid, r.container = 1, container
+		return r
+	}
+	containerEvent := func(hostPID, hostTID int64, container string) rec {
+		e := gpuEvent(hostPID, hostTID, 500*time.Millisecond)
+		e.attrs[string(semconv.ProcessVpidKey)] = int64(1)
+		e.attrs[golden.ThreadVID] = int64(1)
+		e.attrs[string(semconv.ContainerIDKey)] = container
+		return e
+	}
+	h := newHarness(t, nil)
+	h.consumeTraces(tracesOf(
+		inContainer(engineSpan(reqA, 1, 10, 1, 0, time.Second), containerA),
+		inContainer(engineSpan(reqB, 2, 20, 1, 0, time.Second), containerB),
+	))
+	h.consumeLogs(logsOf(containerEvent(9001, 9001, containerA), containerEvent(9002, 9002, containerB)))
+	logs := h.outLogs()
+	require.Len(t, logs, 2)
+	assert.Equal(t, reqA, str(logs[0].Attributes(), golden.ReqID))
+	assert.Equal(t, reqB, str(logs[1].Attributes(), golden.ReqID))
+
+	// Spans that name no container are found by host and pid alone.
+	h = newHarness(t, nil)
+	noContainer := engineSpan(reqA, 1, 10, 1, 0, time.Second)
+	noContainer.pid = 1
+	h.consumeTraces(tracesOf(noContainer))
+	h.consumeLogs(logsOf(containerEvent(9001, 9001, containerA)))
+	logs = h.outLogs()
+	require.Len(t, logs, 1)
+	assert.Equal(t, reqA, str(logs[0].Attributes(), golden.ReqID))
+}
+
 func TestGPUEventCoveredByTwoRequestsIsNeverGuessed(t *testing.T) {
 	h := newHarness(t, nil)
 	h.consumeTraces(tracesOf(

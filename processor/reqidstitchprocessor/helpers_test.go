@@ -165,6 +165,7 @@ func forEachSpan(td ptrace.Traces, f func(ptrace.ResourceSpans, ptrace.Span)) {
 // rec describes one test record: a log record when end is zero, else a span.
 type rec struct {
 	service, host string
+	container     string // container.id of the resource
 	pid           int64
 	scope         string
 	trace         pcommon.TraceID
@@ -184,6 +185,9 @@ func (r rec) resource(res pcommon.Resource) {
 	}
 	if r.pid != 0 {
 		a.PutInt(string(semconv.ProcessPIDKey), r.pid)
+	}
+	if r.container != "" {
+		a.PutStr(string(semconv.ContainerIDKey), r.container)
 	}
 }
 

@@ -82,9 +82,10 @@ func (s *stitcher) expire(now int64) {
 
 // origin is what stitching needs from a record's resource, read once per resource.
 type origin struct {
-	service serviceID
-	host    string
-	pid     int64 // 0 when the resource names no process
+	service   serviceID
+	host      string
+	container string // container.id; empty outside containers or when not reported
+	pid       int64  // 0 when the resource names no process
 }
 
 func (s *stitcher) origin(res pcommon.Resource) origin {
@@ -95,6 +96,9 @@ func (s *stitcher) origin(res pcommon.Resource) origin {
 	}
 	if v, ok := attrs.Get(string(semconv.HostNameKey)); ok {
 		o.host = v.AsString()
+	}
+	if v, ok := attrs.Get(string(semconv.ContainerIDKey)); ok {
+		o.container = v.AsString()
 	}
 	o.pid = intAttr(attrs, string(semconv.ProcessPIDKey))
 	return o
