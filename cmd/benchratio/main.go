@@ -69,8 +69,12 @@ func report(w io.Writer, results []result) {
 			if baseline == nil || strings.HasPrefix(r.variant, "baseline") {
 				continue
 			}
-			line := fmt.Sprintf("%s/%s vs %s: %.2fx", family, r.variant, baseline.variant,
-				baseline.metrics["ns/op"]/r.metrics["ns/op"])
+			speed := baseline.metrics["ns/op"] / r.metrics["ns/op"]
+			line := fmt.Sprintf("%s/%s vs %s: %.2fx", family, r.variant, baseline.variant, speed)
+			if speed < 1 {
+				// A slowdown reads better as a multiple of the baseline's time.
+				line += fmt.Sprintf(" (%.3g× the baseline's time, +%.4g ns/op)", 1/speed, r.metrics["ns/op"]-baseline.metrics["ns/op"])
+			}
 			for _, unit := range []string{"allocs/record", "B/record", "records/s"} {
 				if v, ok := r.metrics[unit]; ok {
 					line += fmt.Sprintf("  %s=%.4g (baseline %.4g)", unit, v, baseline.metrics[unit])

@@ -8,6 +8,8 @@ import (
 const sample = `goos: linux
 BenchmarkConsumeLogs/baseline-transform-2   	    1000	      2000 ns/op	  10.00 allocs/record	     500 B/op
 BenchmarkConsumeLogs/goldenfield-2          	    2000	      1000 ns/op	   2.00 allocs/record	     100 B/op
+BenchmarkTraced/baseline-untraced-2         	    1000	       200 ns/op
+BenchmarkTraced/strace-2                    	    1000	     80000 ns/op
 BenchmarkAlone-2                            	     100	       123 ns/op
 PASS
 `
@@ -17,14 +19,18 @@ func TestRatios(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(results) != 3 {
-		t.Fatalf("parsed %d results, want 3", len(results))
+	if len(results) != 5 {
+		t.Fatalf("parsed %d results, want 5", len(results))
 	}
 	var out strings.Builder
 	report(&out, results)
 	want := "BenchmarkConsumeLogs/goldenfield vs baseline-transform: 2.00x  allocs/record=2 (baseline 10)"
 	if !strings.Contains(out.String(), want) {
 		t.Fatalf("report:\n%s\nwant a line %q", out.String(), want)
+	}
+	slower := "BenchmarkTraced/strace vs baseline-untraced: 0.00x (400× the baseline's time, +7.98e+04 ns/op)"
+	if !strings.Contains(out.String(), slower) {
+		t.Fatalf("report:\n%s\nwant a line %q", out.String(), slower)
 	}
 	if strings.Contains(out.String(), "BenchmarkAlone") {
 		t.Fatal("a family without a baseline has no ratio to print")
