@@ -12,8 +12,6 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/loom-otel/loom/internal/eventgraph/neo4jtest"
 	"github.com/loom-otel/loom/internal/eventgraph/sqlitestore"
@@ -100,11 +98,7 @@ func TestEventGraphFromTheCollector(t *testing.T) {
 		t.Error("neo4j: no ASYNC_OF edge for the async workers' traces")
 	}
 
-	conn, err := grpc.NewClient(col.endpoints["receivers.otlp.protocols.grpc.endpoint"], grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := col.dialOTLP()
 	for range 2 {
 		if _, err := plogotlp.NewGRPCClient(conn).Export(ctx, plogotlp.NewExportRequestFromLogs(causeAndEffect())); err != nil {
 			t.Fatal(err)

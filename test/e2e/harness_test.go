@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/loom-otel/loom/internal/otlpsink"
 	"github.com/loom-otel/loom/internal/workload"
@@ -189,6 +191,17 @@ func (c *collector) stop() {
 
 // log is the collector's output so far.
 func (c *collector) log() string { return c.out.String() }
+
+// dialOTLP connects to the collector's OTLP gRPC receiver; the connection
+// closes with the test.
+func (c *collector) dialOTLP() *grpc.ClientConn {
+	conn, err := grpc.NewClient(c.endpoints["receivers.otlp.protocols.grpc.endpoint"], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { conn.Close() })
+	return conn
+}
 
 var loopbackAddr = regexp.MustCompile(`^(127\.0\.0\.1|localhost|\[::1\]):\d+$`)
 

@@ -13,8 +13,6 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
 	"go.opentelemetry.io/collector/pdata/ptrace"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/loom-otel/loom/internal/golden"
 	"github.com/loom-otel/loom/internal/otlpsink"
@@ -142,11 +140,7 @@ func TestReqidstitchCacheMissTriggersInference(t *testing.T) {
 	add(missed, "model/forward", now.Add(100*time.Millisecond))
 	add(other, "model/forward", now.Add(100*time.Millisecond))
 
-	conn, err := grpc.NewClient(col.endpoints["receivers.otlp.protocols.grpc.endpoint"], grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := col.dialOTLP()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, err := plogotlp.NewGRPCClient(conn).Export(ctx, plogotlp.NewExportRequestFromLogs(ld)); err != nil {
