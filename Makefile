@@ -7,11 +7,19 @@ GO          ?= go
 TOOLS       := $(CURDIR)/.tools
 BUILDER     := $(TOOLS)/builder
 MDATAGEN    := $(TOOLS)/mdatagen
+BPF2GO      := $(TOOLS)/bpf2go
 GOLANGCI_VERSION := v2.15.0
 GOLANGCI    := $(TOOLS)/golangci-lint-$(GOLANGCI_VERSION)
 DIST_DIR    := distribution/otelcol-loom
 BIN         := bin/otelcol-loom
 CONFIG      ?= distribution/config.yaml
+# The collector is built with NVML support (cgo); a build without the tag
+# still works and its gpu receiver says that NVML support is absent.
+BUILD_TAGS  ?= nvml
+# Packages with files behind build tags, tested and linted with the tags too.
+TAGGED_PKGS := ./receiver/gpureceiver/...
+# The BPF program of the gpu receiver, and the bindings bpf2go writes for it.
+BPF_PKG     := receiver/gpureceiver/internal/ioctltrace
 # Fuzz budgets are counts, not durations: Go 1.26's coordinator can fail a
 # duration-bounded run with "context deadline exceeded" at the deadline when
 # the machine is loaded (golang/go#75804, fixed in Go 1.27).
@@ -22,40 +30,58 @@ METADATA    := $(shell find . -name metadata.yaml -not -path './.git/*' -not -pa
 
 export CGO_ENABLED := 1
 
-.PHONY: all tools generate generate-check build run test test-deps unit fuzz e2e bench lint fmt clean
+.PHONY: all tools bpf-deps tracefs generate generate-check build run gpu-check test test-deps unit fuzz e2e bench lint fmt clean
 
 all: build
 
 # --- tools -----------------------------------------------------------------
-tools: $(BUILDER) $(MDATAGEN)
+tools: $(BUILDER) $(MDATAGEN) $(BPF2GO)
 
 # golangci-lint pins its own dependencies: installed apart from the collector tools.
 $(GOLANGCI):
 	GOBIN=$(TOOLS) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_VERSION)
 	mv $(TOOLS)/golangci-lint $@
 
-$(BUILDER) $(MDATAGEN) &: internal/tools/go.mod internal/tools/go.sum
-	cd internal/tools && $(GO) build -o $(TOOLS)/ go.opentelemetry.io/collector/cmd/builder go.opentelemetry.io/collector/cmd/mdatagen
+$(BUILDER) $(MDATAGEN) $(BPF2GO) &: internal/tools/go.mod internal/tools/go.sum
+	cd internal/tools && $(GO) build -o $(TOOLS)/ go.opentelemetry.io/collector/cmd/builder go.opentelemetry.io/collector/cmd/mdatagen github.com/cilium/ebpf/cmd/bpf2go
+
+# Debian's clang 14 and libbpf headers compile the BPF program (the same
+# compiler everywhere, so the committed object is reproducible).
+bpf-deps:
+	command -v clang-14 >/dev/null && command -v llvm-strip-14 >/dev/null && test -f /usr/include/bpf/bpf_helpers.h || { \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang-14 llvm-14 libbpf-dev; }
+
+# The ioctl tracer's tests attach to syscall tracepoints, which need tracefs
+# (root; mounted already on most distributions).
+tracefs:
+	test -d /sys/kernel/tracing/events || mount -t tracefs nodev /sys/kernel/tracing
 
 # --- generated sources -----------------------------------------------------
 # ocb writes distribution/otelcol-loom (main, components, go.mod, go.sum) from
 # builder-config.yaml; mdatagen writes each component's metadata code and docs.
-generate: tools
+generate: tools bpf-deps
 	$(BUILDER) --config builder-config.yaml --skip-compilation
 	gofmt -w $(DIST_DIR)/*.go
 	for meta in $(METADATA); do (cd "$$(dirname $$meta)" && $(MDATAGEN) metadata.yaml); done
+	cd $(BPF_PKG) && $(GO) generate ./...
 
 # Fails when the committed generated sources differ from what `make generate` writes.
 generate-check: generate
-	git diff --exit-code -- $(DIST_DIR) $(dir $(METADATA)) || { echo "generated sources are stale: run 'make generate' and commit the result" >&2; exit 1; }
-	test -z "$$(git status --porcelain -- $(DIST_DIR) $(dir $(METADATA)))" || { git status --porcelain -- $(DIST_DIR) $(dir $(METADATA)); echo "make generate wrote files that are not committed" >&2; exit 1; }
+	git diff --exit-code -- $(DIST_DIR) $(dir $(METADATA)) $(BPF_PKG) || { echo "generated sources are stale: run 'make generate' and commit the result" >&2; exit 1; }
+	test -z "$$(git status --porcelain -- $(DIST_DIR) $(dir $(METADATA)) $(BPF_PKG))" || { git status --porcelain -- $(DIST_DIR) $(dir $(METADATA)) $(BPF_PKG); echo "make generate wrote files that are not committed" >&2; exit 1; }
 
 # --- build and run ---------------------------------------------------------
 build: tools
-	cd $(DIST_DIR) && $(GO) build -trimpath -ldflags='-s -w' -o $(CURDIR)/$(BIN) .
+	cd $(DIST_DIR) && $(GO) build -tags '$(BUILD_TAGS)' -trimpath -ldflags='-s -w' -o $(CURDIR)/$(BIN) .
 
 run: build
 	$(BIN) --config $(CONFIG)
+
+# On a machine with an NVIDIA GPU (root, PyTorch): runs the collector's gpu
+# receiver while a CUDA workload allocates memory until it fails, and prints
+# what the receiver saw.
+gpu-check: build
+	bash test/gpu/gpu-check.sh
 
 # --- tests -----------------------------------------------------------------
 test: lint unit fuzz e2e
@@ -65,8 +91,9 @@ test: lint unit fuzz e2e
 test-deps:
 	test/neo4j/prepare.sh
 
-unit: test-deps
+unit: test-deps tracefs
 	$(GO) test -count=1 ./...
+	$(GO) test -count=1 -tags '$(BUILD_TAGS)' $(TAGGED_PKGS)
 
 # Every fuzz target runs FUZZEXECS inputs on top of its seed corpus.
 fuzz:
@@ -81,7 +108,8 @@ e2e: build test-deps
 	LOOM_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -tags e2e -timeout 20m ./test/e2e/...
 
 # Benchmarks print ratios against baselines measured side by side in the same run.
-bench: test-deps
+bench: test-deps tracefs
+	command -v strace >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq strace; }
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./... | tee /dev/stderr | $(GO) run ./cmd/benchratio
 
 # --- hygiene ---------------------------------------------------------------
@@ -89,7 +117,9 @@ lint: $(GOLANGCI)
 	test -z "$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go'))" || { gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go'); echo "gofmt: run 'make fmt'" >&2; exit 1; }
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./test/e2e/...
+	$(GO) vet -tags '$(BUILD_TAGS)' $(TAGGED_PKGS)
 	$(GOLANGCI) run ./...
+	$(GOLANGCI) run --build-tags '$(BUILD_TAGS)' $(TAGGED_PKGS)
 
 fmt:
 	gofmt -w $$(git ls-files --cached --others --exclude-standard '*.go')

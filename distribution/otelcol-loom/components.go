@@ -9,6 +9,7 @@ import (
 	goldenfieldprocessor "github.com/loom-otel/loom/processor/goldenfieldprocessor"
 	reqidstitchprocessor "github.com/loom-otel/loom/processor/reqidstitchprocessor"
 	reqsamplingprocessor "github.com/loom-otel/loom/processor/reqsamplingprocessor"
+	gpureceiver "github.com/loom-otel/loom/receiver/gpureceiver"
 	countconnector "github.com/open-telemetry/opentelemetry-collector-contrib/connector/countconnector"
 	spanmetricsconnector "github.com/open-telemetry/opentelemetry-collector-contrib/connector/spanmetricsconnector"
 	fileexporter "github.com/open-telemetry/opentelemetry-collector-contrib/exporter/fileexporter"
@@ -98,6 +99,7 @@ func components() (otelcol.Factories, error) {
 		hostmetricsreceiver.NewFactory(),
 		kafkareceiver.NewFactory(),
 		prometheusreceiver.NewFactory(),
+		gpureceiver.NewFactory(),
 	)
 	if err != nil {
 		return otelcol.Factories{}, err
@@ -108,6 +110,7 @@ func components() (otelcol.Factories, error) {
 		hostmetricsreceiver.NewFactory().Type(): "github.com/open-telemetry/opentelemetry-collector-contrib/receiver/hostmetricsreceiver v0.161.0",
 		kafkareceiver.NewFactory().Type():       "github.com/open-telemetry/opentelemetry-collector-contrib/receiver/kafkareceiver v0.161.0",
 		prometheusreceiver.NewFactory().Type():  "github.com/open-telemetry/opentelemetry-collector-contrib/receiver/prometheusreceiver v0.161.0",
+		gpureceiver.NewFactory().Type():         "github.com/loom-otel/loom v0.0.0",
 	})
 
 	factories.Exporters, err = otelcol.MakeFactoryMap[exporter.Factory](

@@ -35,7 +35,8 @@ func shippedConfigs(t *testing.T) []string {
 	if len(configs) == 0 {
 		t.Fatal("no config found under distribution/")
 	}
-	return configs
+	// The GPU machine check's config ships too (make gpu-check).
+	return append(configs, filepath.Join(repoRoot, "test", "gpu", "collector.yaml"))
 }
 
 func TestValidateAcceptsEveryShippedConfig(t *testing.T) {

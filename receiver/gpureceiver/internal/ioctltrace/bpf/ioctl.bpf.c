@@ -1,0 +1,392 @@
+// SPDX-License-Identifier: GPL-2.0
+/* Traces ioctl(2) on selected character devices (the NVIDIA driver's by
+ * default): per call it decodes the escape, reads the driver's status from
+ * the parameters at exit and measures the latency. Calls are counted in
+ * place (a per-CPU hash keyed by process, escape and outcome, with a log2
+ * latency histogram) so the common path never wakes user space; failed and
+ * slow calls also go to a ring buffer, one event each. */
+#include "kernel.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_tracing.h>
+
+char LICENSE[] SEC("license") = "GPL";
+
+#define S_IFMT 00170000
+#define S_IFCHR 0020000
+#define ANY_MINOR 0xfffff
+#define MINOR_BITS 20
+
+#define KIND_RM 1
+#define KIND_UVM 2
+
+#define NV_ESC_IOCTL_XFER_CMD 211
+#define HIST_BUCKETS 40
+
+/* status values that are not NV_STATUS codes */
+#define STATUS_NONE 0xffffffff /* no status offset known for this call */
+
+/* Set from user space before loading. */
+volatile const __u64 slow_ns = 100000000;
+
+struct call {
+	__u64 start_ns; /* 0: no call in flight */
+	__u64 params; /* user address of the (XFER-unwrapped) parameters */
+	__u32 dev;
+	__u32 cmd; /* raw ioctl command */
+	__u32 nr;  /* escape: _IOC_NR for rm, the command for uvm */
+	__u32 size; /* parameter size (rm; XFER's inner size) */
+	__u8 kind;
+	__u8 xfer;
+};
+
+struct stat_key {
+	__u32 tgid;
+	__u32 nr;
+	__u32 status;
+	__s32 err;
+	__u8 kind;
+	__u8 pad[3];
+	char comm[16]; /* the process's (thread group leader's) comm */
+};
+
+struct stat_value {
+	__u64 calls;
+	__u64 sum_ns;
+	__u64 buckets[HIST_BUCKETS]; /* bucket i: [2^i, 2^(i+1)) ns */
+};
+
+struct status_key {
+	__u32 nr;
+	__u32 size; /* 0 for uvm */
+	__u8 kind;
+	__u8 pad[3];
+};
+
+struct event {
+	__u64 start_ns;
+	__u64 latency_ns;
+	__u64 cgroup_id;
+	__u32 tgid;
+	__u32 tid;
+	__u32 dev;
+	__u32 cmd;
+	__u32 nr;
+	__u32 size;
+	__u32 status;
+	__s32 err;
+	__u8 kind;
+	__u8 xfer;
+	__u8 pad[6];
+	__u32 ns_tgid; /* the pids as the process sees them (its pid namespace) */
+	__u32 ns_tid;
+	char comm[16];	      /* thread */
+	char process_comm[16]; /* thread group leader */
+	char cgroup[128];      /* the cgroup v2 leaf's name, e.g. cri-containerd-<id>.scope */
+	char cgroup_parent[128];
+};
+
+/* Force the generated Go types. */
+const struct event *unused_event __attribute__((unused));
+
+/* dev_t → kind; a filter for a whole major has minor ANY_MINOR. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, __u32);
+	__type(value, __u8);
+} devices SEC(".maps");
+
+/* (kind, escape, size) → byte offset of the status in the parameters. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, struct status_key);
+	__type(value, __u32);
+} status_offsets SEC(".maps");
+
+/* The call in flight on each thread, kept in the task itself: no shared
+ * hash table, no lock. */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct call);
+} inflight SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_PERCPU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct stat_key);
+	__type(value, struct stat_value);
+} stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 20); /* resized from user space */
+} events SEC(".maps");
+
+/* 0: events dropped (ring full), 1: calls not traced (no task storage) */
+#define COUNTER_DROPPED 0
+#define COUNTER_UNTRACKED 1
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+/* Filled instead of stack: struct stat_value is too big for the stack. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct stat_value);
+} zero_stat SEC(".maps");
+
+static __always_inline void count(__u32 which)
+{
+	__u64 *v = bpf_map_lookup_elem(&counters, &which);
+	if (v)
+		*v += 1;
+}
+
+/* User space polls the ring on a timer; waking it per event would cost
+ * more than the rest of the tracing together. It is woken early only when
+ * the ring is a quarter full. */
+static __always_inline __u64 wakeup_flags(void)
+{
+	__u64 avail = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
+	__u64 size = bpf_ringbuf_query(&events, BPF_RB_RING_SIZE);
+	return avail > size / 4 ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+}
+
+/* The pid number in the innermost pid namespace of pid. */
+static __always_inline __u32 ns_pid(struct pid *pid)
+{
+	unsigned int level = BPF_CORE_READ(pid, level);
+	int nr = 0;
+	bpf_core_read(&nr, sizeof(nr), &pid->numbers[level].nr);
+	return nr;
+}
+
+/* Names of the task's cgroup v2 leaf and its parent, where container
+ * runtimes put the container and pod ids. */
+static __always_inline void cgroup_names(struct task_struct *task, struct event *e)
+{
+	struct kernfs_node *kn = BPF_CORE_READ(task, cgroups, dfl_cgrp, kn);
+	struct kernfs_node *parent;
+	if (bpf_core_field_exists(((struct kernfs_node___615 *)0)->__parent))
+		parent = BPF_CORE_READ((struct kernfs_node___615 *)kn, __parent);
+	else
+		parent = BPF_CORE_READ(kn, parent);
+	bpf_probe_read_kernel_str(e->cgroup, sizeof(e->cgroup), BPF_CORE_READ(kn, name));
+	if (parent)
+		bpf_probe_read_kernel_str(e->cgroup_parent, sizeof(e->cgroup_parent), BPF_CORE_READ(parent, name));
+	else
+		e->cgroup_parent[0] = 0;
+}
+
+static __always_inline __u32 log2_u64(__u64 v)
+{
+	__u32 r = 0, shift;
+	shift = (v > 0xffffffffULL) << 5; v >>= shift; r |= shift;
+	shift = (v > 0xffff) << 4; v >>= shift; r |= shift;
+	shift = (v > 0xff) << 3; v >>= shift; r |= shift;
+	shift = (v > 0xf) << 2; v >>= shift; r |= shift;
+	shift = (v > 0x3) << 1; v >>= shift; r |= shift;
+	r |= (v >> 1);
+	return r;
+}
+
+/* The device behind fd in the current process, or 0 when it is not a
+ * character device. The fd table is RCU-protected (its pointers carry the
+ * __rcu tag), so it is read with probe reads, not direct loads. */
+static __always_inline __u32 fd_device(unsigned int fd)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
+	if (fd >= BPF_CORE_READ(fdt, max_fds))
+		return 0;
+	struct file **fds = BPF_CORE_READ(fdt, fd);
+	struct file *f = 0;
+	if (bpf_core_read(&f, sizeof(f), &fds[fd]) || !f)
+		return 0;
+	struct inode *inode = BPF_CORE_READ(f, f_inode);
+	if ((BPF_CORE_READ(inode, i_mode) & S_IFMT) != S_IFCHR)
+		return 0;
+	return BPF_CORE_READ(inode, i_rdev);
+}
+
+static __always_inline void on_enter(unsigned int fd, __u32 cmd, __u64 arg)
+{
+	__u32 dev = fd_device(fd);
+	if (!dev)
+		return;
+	__u8 *kind = bpf_map_lookup_elem(&devices, &dev);
+	if (!kind) {
+		__u32 major = dev | ANY_MINOR;
+		kind = bpf_map_lookup_elem(&devices, &major);
+		if (!kind)
+			return;
+	}
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct call *c = bpf_task_storage_get(&inflight, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!c) {
+		count(COUNTER_UNTRACKED);
+		return;
+	}
+	c->dev = dev;
+	c->cmd = cmd;
+	c->params = arg;
+	c->kind = *kind;
+	c->xfer = 0;
+	c->size = 0;
+	if (c->kind == KIND_RM) {
+		c->nr = cmd & 0xff;
+		c->size = (cmd >> 16) & 0x3fff;
+		if (c->nr == NV_ESC_IOCTL_XFER_CMD && c->size == 16) {
+			struct { __u32 cmd; __u32 size; __u64 ptr; } xfer;
+			if (!bpf_probe_read_user(&xfer, sizeof(xfer), (void *)arg)) {
+				c->nr = xfer.cmd;
+				c->size = xfer.size;
+				c->params = xfer.ptr;
+				c->xfer = 1;
+			}
+		}
+	} else {
+		c->nr = cmd;
+	}
+	c->start_ns = bpf_ktime_get_ns();
+}
+
+static __always_inline void on_exit(long ret)
+{
+	__u64 now = bpf_ktime_get_ns();
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct call *c = bpf_task_storage_get(&inflight, task, 0, 0);
+	if (!c || !c->start_ns)
+		return;
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)pid_tgid;
+	__u64 latency = now - c->start_ns;
+
+	struct stat_key key = {
+		.tgid = pid_tgid >> 32,
+		.nr = c->nr,
+		.status = STATUS_NONE,
+		.kind = c->kind,
+	};
+	if (ret < 0)
+		key.err = ret;
+	/* Read even when the syscall failed: the driver then leaves the
+	 * caller's value, which user space reports beside the errno. */
+	struct status_key sk = {.nr = c->nr, .kind = c->kind};
+	if (c->kind == KIND_RM)
+		sk.size = c->size;
+	__u32 *off = bpf_map_lookup_elem(&status_offsets, &sk);
+	__u32 status;
+	if (off && !bpf_probe_read_user(&status, sizeof(status), (void *)(c->params + *off)))
+		key.status = status;
+	bpf_probe_read_kernel_str(&key.comm, sizeof(key.comm), task->group_leader->comm);
+
+	struct stat_value *v = bpf_map_lookup_elem(&stats, &key);
+	if (!v) {
+		__u32 zero = 0;
+		struct stat_value *init = bpf_map_lookup_elem(&zero_stat, &zero);
+		if (init) {
+			bpf_map_update_elem(&stats, &key, init, BPF_NOEXIST);
+			v = bpf_map_lookup_elem(&stats, &key);
+		}
+	}
+	if (v) {
+		__u32 b = log2_u64(latency | 1);
+		v->calls += 1;
+		v->sum_ns += latency;
+		if (b < HIST_BUCKETS)
+			v->buckets[b] += 1;
+	}
+
+	int failed = ret < 0 || (key.status != 0 && key.status != STATUS_NONE);
+	if (failed || latency >= slow_ns) {
+		struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+		if (!e) {
+			count(COUNTER_DROPPED);
+		} else {
+			e->start_ns = c->start_ns;
+			e->latency_ns = latency;
+			e->cgroup_id = bpf_get_current_cgroup_id();
+			e->tgid = key.tgid;
+			e->tid = tid;
+			e->dev = c->dev;
+			e->cmd = c->cmd;
+			e->nr = c->nr;
+			e->size = c->size;
+			e->status = key.status;
+			e->err = key.err;
+			e->kind = c->kind;
+			e->xfer = c->xfer;
+			__builtin_memset(e->pad, 0, sizeof(e->pad));
+			e->ns_tid = ns_pid(BPF_CORE_READ(task, thread_pid));
+			e->ns_tgid = ns_pid(BPF_CORE_READ(task, group_leader, thread_pid));
+			cgroup_names(task, e);
+			bpf_get_current_comm(&e->comm, sizeof(e->comm));
+			__builtin_memcpy(e->process_comm, key.comm, sizeof(e->process_comm));
+			bpf_ringbuf_submit(e, wakeup_flags());
+		}
+	}
+	c->start_ns = 0;
+}
+
+/* fentry/fexit on the syscall: the cheap path, touching ioctl only. */
+SEC("fentry/__x64_sys_ioctl")
+int BPF_PROG(fentry_ioctl, struct pt_regs *regs)
+{
+	on_enter(BPF_CORE_READ(regs, di), BPF_CORE_READ(regs, si), BPF_CORE_READ(regs, dx));
+	return 0;
+}
+
+SEC("fexit/__x64_sys_ioctl")
+int BPF_PROG(fexit_ioctl, struct pt_regs *regs, long ret)
+{
+	on_exit(ret);
+	return 0;
+}
+
+/* BTF raw tracepoints on every syscall, filtered to ioctl here: cheaper
+ * than the ioctl syscall tracepoints, which copy the arguments into a
+ * perf buffer first. */
+#define NR_ioctl 16 /* x86_64 */
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(raw_enter, struct pt_regs *regs, long id)
+{
+	if (id != NR_ioctl)
+		return 0;
+	on_enter(regs->di, regs->si, regs->dx);
+	return 0;
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(raw_exit, struct pt_regs *regs, long ret)
+{
+	if (regs->orig_ax != NR_ioctl)
+		return 0;
+	on_exit(ret);
+	return 0;
+}
+
+/* Syscall tracepoints: the fallback where BPF trampolines are missing. */
+SEC("tracepoint/syscalls/sys_enter_ioctl")
+int tp_enter_ioctl(struct trace_event_raw_sys_enter *ctx)
+{
+	on_enter(ctx->args[0], ctx->args[1], ctx->args[2]);
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_exit_ioctl")
+int tp_exit_ioctl(struct trace_event_raw_sys_exit *ctx)
+{
+	on_exit(ctx->ret);
+	return 0;
+}

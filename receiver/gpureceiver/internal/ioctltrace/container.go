@@ -1,0 +1,58 @@
+package ioctltrace // import "github.com/loom-otel/loom/receiver/gpureceiver/internal/ioctltrace"
+
+import (
+	"regexp"
+	"strings"
+)
+
+// Container runtimes name a container's cgroup after its id:
+// cri-containerd-<id>.scope, docker-<id>.scope, crio-<id>.scope,
+// libpod-<id>.scope (systemd driver) or <id> (cgroupfs driver); Kubernetes
+// names the pod's cgroup kubepods-<qos>-pod<uid>.slice (uid with
+// underscores) or pod<uid>.
+var (
+	containerIDPattern = regexp.MustCompile(`(?:^|[-_])([0-9a-f]{64})(?:\.scope)?$`)
+	podUIDPattern      = regexp.MustCompile(`pod([0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12})(?:\.slice)?$`)
+)
+
+// containerOf reads the container id and pod uid from the names of a
+// process's cgroup and its parent; both are empty for a process that is not
+// in a container.
+func containerOf(cgroup, parent string) (containerID, podUID string) {
+	if strings.Contains(cgroup, "conmon") {
+		return "", "" // CRI-O's container monitor, not the container
+	}
+	if m := containerIDPattern.FindStringSubmatch(cgroup); m != nil {
+		containerID = m[1]
+	}
+	if m := podUIDPattern.FindStringSubmatch(parent); m != nil && containerID != "" {
+		podUID = strings.ReplaceAll(m[1], "_", "-")
+	}
+	return containerID, podUID
+}
+
+type container struct{ id, pod string }
+
+// containerCache remembers the container of each cgroup id: a cgroup's
+// names never change, and parsing them per event would cost more than
+// tracing the call.
+type containerCache struct{ byCgroup map[uint64]container }
+
+// maxCachedCgroups bounds the cache; it starts over when full.
+const maxCachedCgroups = 4096
+
+func newContainerCache() *containerCache {
+	return &containerCache{byCgroup: map[uint64]container{}}
+}
+
+func (c *containerCache) of(cgroupID uint64, cgroup, parent []int8) container {
+	if known, ok := c.byCgroup[cgroupID]; ok {
+		return known
+	}
+	if len(c.byCgroup) >= maxCachedCgroups {
+		clear(c.byCgroup)
+	}
+	id, pod := containerOf(cString(cgroup), cString(parent))
+	c.byCgroup[cgroupID] = container{id, pod}
+	return c.byCgroup[cgroupID]
+}

@@ -1,0 +1,193 @@
+//go:build linux && amd64
+
+package ioctltrace
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+func TestEscapeAndStatusNames(t *testing.T) {
+	assert.Equal(t, "NV_ESC_RM_ALLOC", EscapeName(KindRM, 0x2B))
+	assert.Equal(t, "NV_ESC_IOCTL_XFER_CMD", EscapeName(KindRM, 211))
+	assert.Equal(t, "NV_ESC_0x99", EscapeName(KindRM, 0x99))
+	assert.Equal(t, "UVM_INITIALIZE", EscapeName(KindUVM, 0x30000001))
+	assert.Equal(t, "UVM_TOOLS_58", EscapeName(KindUVM, 58))
+	assert.Equal(t, "UVM_0x99", EscapeName(KindUVM, 0x99))
+	assert.Equal(t, "NV_ERR_NO_MEMORY", StatusName(0x51))
+	assert.Equal(t, "NV_STATUS_0x1234", StatusName(0x1234))
+}
+
+func TestOutcome(t *testing.T) {
+	noMemory := outcomeOf(0x51, 0)
+	assert.True(t, noMemory.Failed())
+	assert.Equal(t, "NV_ERR_NO_MEMORY", noMemory.StatusName())
+	assert.Equal(t, "none", noMemory.ErrnoName())
+
+	ok := outcomeOf(0, 0)
+	assert.False(t, ok.Failed())
+
+	unknown := outcomeOf(statusNone, 0)
+	assert.False(t, unknown.Failed())
+	assert.Equal(t, "unknown", unknown.StatusName())
+
+	einval := outcomeOf(statusNone, -int32(unix.EINVAL))
+	assert.True(t, einval.Failed())
+	assert.Equal(t, "EINVAL", einval.ErrnoName())
+}
+
+func TestStatusLayoutsFollowTheDriverVersion(t *testing.T) {
+	offsetOf := func(version string, nr, size uint32) (uint32, bool) {
+		v, err := ParseDriverVersion(version)
+		require.NoError(t, err)
+		for _, o := range offsetsFor(v) {
+			if o.kind == KindRM && o.nr == nr && o.size == size {
+				return o.offset, true
+			}
+		}
+		return 0, false
+	}
+	for _, tc := range []struct {
+		version  string
+		nr, size uint32
+		offset   uint32
+	}{
+		{"595.45.04", 0x2B, 32, 28}, // NVOS21
+		{"535.104.05", 0x2B, 32, 28},
+		{"530.30.02", 0x2B, 32, 24},
+		{"595.45.04", 0x2B, 48, 40}, // NVOS64
+		{"525.60.13", 0x2B, 40, 36},
+		{"515.65.01", 0x2B, 40, 32},
+		{"470.82.01", 0x2A, 32, 28}, // NVOS54
+	} {
+		off, ok := offsetOf(tc.version, tc.nr, tc.size)
+		assert.True(t, ok, "%+v", tc)
+		assert.Equal(t, tc.offset, off, "%+v", tc)
+	}
+	_, ok := offsetOf("595.45.04", 0x2B, 40)
+	assert.False(t, ok, "the 40-byte NVOS64 is gone since 535")
+}
+
+func TestParseDriverVersion(t *testing.T) {
+	v, err := ParseDriverVersion("595.45.04\n")
+	require.NoError(t, err)
+	assert.Equal(t, DriverVersion{595, 45}, v)
+	for _, bad := range []string{"", "595", "latest", "-1.2", "a.b"} {
+		_, err := ParseDriverVersion(bad)
+		assert.Error(t, err, bad)
+	}
+}
+
+const procDevices = `Character devices:
+  1 mem
+195 nvidia-frontend
+195 nvidia
+234 nvidia-uvm
+254 nvidia-caps
+
+Block devices:
+  8 sd
+235 nvidia-uvm
+`
+
+func TestResolveDevices(t *testing.T) {
+	nvidia := uint32(195)
+	filters, missing, err := resolve([]DeviceMatch{
+		{Major: &nvidia},
+		{ProcDevicesName: "nvidia-uvm", Kind: KindUVM},
+		{ProcDevicesName: "nvidia-modeset"},
+		{Path: "/dev/null"},
+	}, strings.NewReader(procDevices))
+	require.NoError(t, err)
+	assert.Equal(t, []deviceFilter{
+		{kernelDev(195, anyMinor), KindRM},
+		{kernelDev(234, anyMinor), KindUVM}, // the character device, not the block one
+		{kernelDev(1, 3), KindRM},
+	}, filters)
+	assert.Equal(t, []string{"nvidia-modeset"}, missing)
+
+	_, _, err = resolve([]DeviceMatch{{Path: "/etc/hostname"}}, strings.NewReader(""))
+	assert.ErrorContains(t, err, "not a character device")
+	_, _, err = resolve([]DeviceMatch{{Path: "/dev/no-such-device"}}, strings.NewReader(""))
+	assert.ErrorContains(t, err, "/dev/no-such-device")
+}
+
+func TestDecodeEventRejectsPartialRecords(t *testing.T) {
+	assert.True(t, decodeEvent(make([]byte, eventSize-1), clock{}, newContainerCache()).Malformed)
+	assert.True(t, decodeEvent(make([]byte, eventSize+1), clock{}, newContainerCache()).Malformed)
+	e := decodeEvent(make([]byte, eventSize), clock{}, newContainerCache())
+	assert.False(t, e.Malformed)
+	assert.Equal(t, "NV_ESC_0x00", e.Escape)
+}
+
+// eventSize is the BPF program's struct event.
+const eventSize = 360
+
+func TestContainerOf(t *testing.T) {
+	const id = "4f1c6e0b9a7d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6e7f"
+	for _, tc := range []struct{ cgroup, parent, container, pod string }{
+		{"cri-containerd-" + id + ".scope", "kubepods-burstable-pod7e1f2a3b_4c5d_6e7f_8a9b_0c1d2e3f4a5b.slice", id, "7e1f2a3b-4c5d-6e7f-8a9b-0c1d2e3f4a5b"},
+		{id, "pod7e1f2a3b-4c5d-6e7f-8a9b-0c1d2e3f4a5b", id, "7e1f2a3b-4c5d-6e7f-8a9b-0c1d2e3f4a5b"},
+		{"docker-" + id + ".scope", "system.slice", id, ""},
+		{"crio-conmon-" + id + ".scope", "kubepods.slice", "", ""},
+		{"session-1.scope", "user-0.slice", "", ""},
+		{"", "", "", ""},
+	} {
+		container, pod := containerOf(tc.cgroup, tc.parent)
+		assert.Equal(t, tc.container, container, tc.cgroup)
+		assert.Equal(t, tc.pod, pod, tc.parent)
+	}
+}
+
+func FuzzContainerOf(f *testing.F) {
+	f.Add("docker-4f1c6e0b9a7d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6e7f.scope", "pod7e1f2a3b_4c5d_6e7f_8a9b_0c1d2e3f4a5b.slice")
+	f.Fuzz(func(t *testing.T, cgroup, parent string) {
+		container, pod := containerOf(cgroup, parent)
+		if container != "" && len(container) != 64 || pod != "" && len(pod) != 36 {
+			t.Fatalf("%q %q → %q %q", cgroup, parent, container, pod)
+		}
+	})
+}
+
+func FuzzCharMajors(f *testing.F) {
+	f.Add(procDevices)
+	f.Add("Character devices:\n  x y z\n99999999999 big\n")
+	f.Fuzz(func(t *testing.T, text string) {
+		majors, err := charMajors(strings.NewReader(text))
+		if err != nil {
+			return
+		}
+		for name, major := range majors {
+			if strings.ContainsAny(name, " \t\n") || major > 1<<32-1 {
+				t.Fatalf("bad entry %q=%d", name, major)
+			}
+		}
+	})
+}
+
+func FuzzParseDriverVersion(f *testing.F) {
+	for _, s := range []string{"595.45.04", "535.104", "", "1.2.3.4", "9999999999999999999.1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		v, err := ParseDriverVersion(s)
+		if err == nil && v.Major <= 0 {
+			t.Fatalf("%q parsed to %v", s, v)
+		}
+	})
+}
+
+func FuzzDecodeEvent(f *testing.F) {
+	f.Add(make([]byte, eventSize))
+	f.Add([]byte{1, 2, 3})
+	f.Fuzz(func(t *testing.T, sample []byte) {
+		e := decodeEvent(sample, clock{}, newContainerCache())
+		if !e.Malformed && len(sample) != eventSize {
+			t.Fatalf("decoded %d bytes", len(sample))
+		}
+	})
+}

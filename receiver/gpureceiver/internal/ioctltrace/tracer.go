@@ -1,0 +1,359 @@
+//go:build linux && amd64
+
+package ioctltrace // import "github.com/loom-otel/loom/receiver/gpureceiver/internal/ioctltrace"
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+	"github.com/cilium/ebpf/rlimit"
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+)
+
+// Tracer traces ioctls on the configured devices until Close.
+type Tracer struct {
+	objs    tracerObjects
+	links   []link.Link
+	reader  *ringbuf.Reader
+	attach  Attach
+	version DriverVersion
+	wall    clock
+	done    chan struct{}
+	closeMu sync.Once
+}
+
+// tracerObjects holds what both attach modes use; the programs of the mode
+// not chosen are never loaded.
+type tracerObjects struct {
+	ioctlMaps
+}
+
+// attachModes are tried in order: the cheapest hook the kernel allows.
+var attachModes = []struct {
+	mode        Attach
+	enter, exit string
+	attach      func(p *ebpf.Program, enter bool) (link.Link, error)
+}{
+	{AttachFentry, ioctlProgFentryIoctl, ioctlProgFexitIoctl, func(p *ebpf.Program, _ bool) (link.Link, error) {
+		return link.AttachTracing(link.TracingOptions{Program: p})
+	}},
+	{AttachRawTracepoint, ioctlProgRawEnter, ioctlProgRawExit, func(p *ebpf.Program, _ bool) (link.Link, error) {
+		return link.AttachTracing(link.TracingOptions{Program: p, AttachType: ebpf.AttachTraceRawTp})
+	}},
+	{AttachTracepoint, ioctlProgTpEnterIoctl, ioctlProgTpExitIoctl, func(p *ebpf.Program, enter bool) (link.Link, error) {
+		if enter {
+			return link.Tracepoint("syscalls", "sys_enter_ioctl", p, nil)
+		}
+		return link.Tracepoint("syscalls", "sys_exit_ioctl", p, nil)
+	}},
+}
+
+// ringPollInterval bounds how long an event waits in the ring: the BPF
+// program wakes the reader only when the ring fills up.
+const ringPollInterval = 100 * time.Millisecond
+
+// Start loads and attaches the BPF programs and calls onEvent, from one
+// goroutine, for every failed or slow call until Close.
+func Start(opts Options, onEvent func(Event)) (*Tracer, error) {
+	procDevices, err := openProcDevices()
+	if err != nil {
+		return nil, fmt.Errorf("reading /proc/devices: %w", err)
+	}
+	filters, missing, err := resolve(opts.Devices, procDevices)
+	procDevices.Close()
+	if err != nil {
+		return nil, err
+	}
+	if len(missing) > 0 && opts.Logger != nil {
+		opts.Logger.Info("Device drivers not registered in /proc/devices; their ioctls are not traced until restart",
+			zap.Strings("proc_devices_name", missing))
+	}
+	if len(filters) == 0 {
+		return nil, fmt.Errorf("%w: none of the configured devices exists (%s not in /proc/devices)", ErrNoDevices, strings.Join(missing, ", "))
+	}
+	version, err := opts.driverVersion()
+	if err != nil {
+		return nil, err
+	}
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil, privilegeError(fmt.Errorf("raising RLIMIT_MEMLOCK: %w", err))
+	}
+	spec, err := loadIoctl()
+	if err != nil {
+		return nil, fmt.Errorf("reading the embedded BPF object: %w", err)
+	}
+	spec.Maps[ioctlMapEvents].MaxEntries = uint32(opts.RingBufferSize)
+	if err := spec.Variables[ioctlVarSlowNs].Set(uint64(opts.SlowThreshold.Nanoseconds())); err != nil {
+		return nil, fmt.Errorf("setting slow_ns: %w", err)
+	}
+
+	t := &Tracer{version: version, wall: newClock(), done: make(chan struct{})}
+	if err := spec.LoadAndAssign(&t.objs, nil); err != nil {
+		return nil, privilegeError(fmt.Errorf("loading the BPF maps: %w", err))
+	}
+	if err := t.fill(filters); err != nil {
+		return nil, errors.Join(err, t.Close())
+	}
+	if t.attach, err = t.attachPrograms(spec, opts.Attach); err != nil {
+		return nil, errors.Join(err, t.Close())
+	}
+	if t.reader, err = ringbuf.NewReader(t.objs.Events); err != nil {
+		return nil, errors.Join(fmt.Errorf("opening the ring buffer: %w", err), t.Close())
+	}
+	go t.read(onEvent, opts.Logger)
+	return t, nil
+}
+
+// fill writes the device filters and the status layouts into their maps.
+func (t *Tracer) fill(filters []deviceFilter) error {
+	for _, f := range filters {
+		if err := t.objs.Devices.Put(f.dev, kindCode(f.kind)); err != nil {
+			return fmt.Errorf("device filter: %w", err)
+		}
+	}
+	for _, o := range offsetsFor(t.version) {
+		key := ioctlStatusKey{Nr: o.nr, Size: o.size, Kind: kindCode(o.kind)}
+		if err := t.objs.StatusOffsets.Put(key, o.offset); err != nil {
+			return fmt.Errorf("status layouts: %w", err)
+		}
+	}
+	return nil
+}
+
+// attachPrograms attaches the first mode the kernel accepts, or the one
+// asked for.
+func (t *Tracer) attachPrograms(spec *ebpf.CollectionSpec, want Attach) (Attach, error) {
+	var errs []error
+	for _, m := range attachModes {
+		if want != AttachAuto && want != m.mode {
+			continue
+		}
+		err := t.attachMode(spec, m.enter, m.exit, m.attach)
+		if err == nil {
+			return m.mode, nil
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", m.mode, err))
+	}
+	err := errors.Join(errs...)
+	if errors.Is(err, os.ErrNotExist) {
+		err = fmt.Errorf("%w (is tracefs mounted? mount -t tracefs nodev /sys/kernel/tracing)", err)
+	}
+	return "", privilegeError(fmt.Errorf("attaching to the ioctl syscall: %w", err))
+}
+
+func (t *Tracer) attachMode(spec *ebpf.CollectionSpec, enter, exit string, attach func(*ebpf.Program, bool) (link.Link, error)) error {
+	coll, err := ebpf.NewCollectionWithOptions(&ebpf.CollectionSpec{
+		Programs: map[string]*ebpf.ProgramSpec{enter: spec.Programs[enter], exit: spec.Programs[exit]},
+		Maps:     spec.Maps, Variables: spec.Variables, Types: spec.Types, ByteOrder: spec.ByteOrder,
+	}, ebpf.CollectionOptions{MapReplacements: t.objs.replacements()})
+	if err != nil {
+		return err
+	}
+	defer coll.Close()
+	// Exit first, so that no call is entered and then missed at exit.
+	for _, name := range []string{exit, enter} {
+		l, err := attach(coll.Programs[name], name == enter)
+		if err != nil {
+			return errors.Join(err, t.unlink())
+		}
+		t.links = append(t.links, l)
+	}
+	return nil
+}
+
+func (o *tracerObjects) replacements() map[string]*ebpf.Map {
+	return map[string]*ebpf.Map{
+		ioctlMapCounters: o.Counters, ioctlMapDevices: o.Devices, ioctlMapEvents: o.Events,
+		ioctlMapInflight: o.Inflight, ioctlMapStats: o.Stats, ioctlMapStatusOffsets: o.StatusOffsets,
+		ioctlMapZeroStat: o.ZeroStat,
+	}
+}
+
+func (t *Tracer) read(onEvent func(Event), logger *zap.Logger) {
+	defer close(t.done)
+	var rec ringbuf.Record
+	containers := newContainerCache()
+	t.reader.SetDeadline(time.Now().Add(ringPollInterval))
+	for {
+		if err := t.reader.ReadInto(&rec); err != nil {
+			if errors.Is(err, ringbuf.ErrClosed) {
+				return
+			}
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				t.reader.SetDeadline(time.Now().Add(ringPollInterval))
+				continue
+			}
+			if logger != nil {
+				logger.Warn("Reading the ioctl ring buffer", zap.Error(err))
+			}
+			continue
+		}
+		onEvent(decodeEvent(rec.RawSample, t.wall, containers))
+	}
+}
+
+// decodeEvent reads one ring buffer record; one that is not a whole event
+// comes back marked Malformed. The record is the C struct's bytes in the
+// host's order: copying them over the Go mirror is the whole decoding (a
+// reflective decoder cost more than the BPF program per event).
+func decodeEvent(sample []byte, wall clock, containers *containerCache) Event {
+	var raw ioctlEvent
+	if len(sample) != int(unsafe.Sizeof(raw)) {
+		return Event{Malformed: true}
+	}
+	copy(unsafe.Slice((*byte)(unsafe.Pointer(&raw)), unsafe.Sizeof(raw)), sample)
+	kind := kindOf(raw.Kind)
+	c := containers.of(raw.CgroupId, raw.Cgroup[:], raw.CgroupParent[:])
+	return Event{
+		Time:        wall.toTime(raw.StartNs),
+		Latency:     time.Duration(raw.LatencyNs),
+		PID:         raw.Tgid,
+		TID:         raw.Tid,
+		NSPID:       raw.NsTgid,
+		NSTID:       raw.NsTid,
+		CgroupID:    raw.CgroupId,
+		ContainerID: c.id,
+		PodUID:      c.pod,
+		Comm:        cString(raw.Comm[:]),
+		ProcessComm: cString(raw.ProcessComm[:]),
+		DeviceMajor: raw.Dev >> 20,
+		DeviceMinor: raw.Dev & anyMinor,
+		Kind:        kind,
+		Cmd:         raw.Cmd,
+		Escape:      EscapeName(kind, raw.Nr),
+		Size:        raw.Size,
+		XFER:        raw.Xfer != 0,
+		Outcome:     outcomeOf(raw.Status, raw.Err),
+	}
+}
+
+// Stats returns every call counter in the kernel, summed over CPUs.
+func (t *Tracer) Stats() ([]Stat, error) {
+	var (
+		key   ioctlStatKey
+		vals  []ioctlStatValue
+		stats []Stat
+	)
+	it := t.objs.Stats.Iterate()
+	for it.Next(&key, &vals) {
+		s := Stat{
+			PID:         key.Tgid,
+			ProcessComm: cString(key.Comm[:]),
+			Kind:        kindOf(key.Kind),
+			Nr:          key.Nr,
+			Outcome:     outcomeOf(key.Status, key.Err),
+		}
+		for _, v := range vals {
+			s.Calls += v.Calls
+			s.SumNs += v.SumNs
+			for i, b := range v.Buckets {
+				s.Buckets[i] += b
+			}
+		}
+		stats = append(stats, s)
+	}
+	return stats, it.Err()
+}
+
+// Lost returns the events dropped because the ring buffer was full and
+// the calls not traced because too many were in flight.
+func (t *Tracer) Lost() (dropped, untracked uint64, err error) {
+	sum := func(idx uint32) (uint64, error) {
+		var per []uint64
+		if err := t.objs.Counters.Lookup(idx, &per); err != nil {
+			return 0, err
+		}
+		var n uint64
+		for _, v := range per {
+			n += v
+		}
+		return n, nil
+	}
+	if dropped, err = sum(0); err != nil {
+		return 0, 0, err
+	}
+	untracked, err = sum(1)
+	return dropped, untracked, err
+}
+
+// Attach says how the programs are attached.
+func (t *Tracer) Attach() Attach { return t.attach }
+
+// DriverVersion is the version whose parameter layouts are in use.
+func (t *Tracer) DriverVersion() DriverVersion { return t.version }
+
+// Close detaches the programs, stops the reader and waits for it.
+func (t *Tracer) Close() error {
+	var errs []error
+	t.closeMu.Do(func() {
+		errs = append(errs, t.unlink())
+		if t.reader != nil {
+			errs = append(errs, t.reader.Close())
+			<-t.done
+		}
+		errs = append(errs, t.objs.Close())
+	})
+	return errors.Join(errs...)
+}
+
+func (t *Tracer) unlink() error {
+	var errs []error
+	for _, l := range t.links {
+		errs = append(errs, l.Close())
+	}
+	t.links = nil
+	return errors.Join(errs...)
+}
+
+func kindCode(k Kind) uint8 {
+	if k == KindUVM {
+		return 2
+	}
+	return 1
+}
+
+func kindOf(code uint8) Kind {
+	if code == 2 {
+		return KindUVM
+	}
+	return KindRM
+}
+
+func cString(b []int8) string {
+	out := make([]byte, 0, len(b))
+	for _, c := range b {
+		if c == 0 {
+			break
+		}
+		out = append(out, byte(c))
+	}
+	return string(out)
+}
+
+// privilegeError explains a permission failure in terms of what to grant.
+func privilegeError(err error) error {
+	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
+		return fmt.Errorf("%w: %w", ErrPrivileges, err)
+	}
+	return err
+}
+
+// clock turns the kernel's monotonic nanoseconds into wall time.
+type clock struct{ offset time.Duration }
+
+func newClock() clock {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return clock{offset: time.Duration(time.Now().UnixNano() - ts.Nano())}
+}
+
+func (c clock) toTime(monoNs uint64) time.Time { return time.Unix(0, int64(monoNs)+int64(c.offset)) }

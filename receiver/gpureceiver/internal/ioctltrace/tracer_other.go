@@ -1,0 +1,15 @@
+//go:build !linux || !amd64
+
+package ioctltrace // import "github.com/loom-otel/loom/receiver/gpureceiver/internal/ioctltrace"
+
+// Tracer is not available on this platform.
+type Tracer struct{}
+
+// Start returns ErrUnsupported.
+func Start(Options, func(Event)) (*Tracer, error) { return nil, ErrUnsupported }
+
+func (*Tracer) Stats() ([]Stat, error)        { return nil, ErrUnsupported }
+func (*Tracer) Lost() (uint64, uint64, error) { return 0, 0, ErrUnsupported }
+func (*Tracer) Attach() Attach                { return AttachAuto }
+func (*Tracer) DriverVersion() DriverVersion  { return DriverVersion{} }
+func (*Tracer) Close() error                  { return nil }

@@ -1,0 +1,300 @@
+//go:build linux && amd64
+
+package ioctltrace
+
+import (
+	"encoding/binary"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+// Real NVIDIA commands (595 headers): _IOWR('F', nr, size).
+const (
+	cmdRMAlloc   = 0xC020462B // NV_ESC_RM_ALLOC with NVOS21, status at 28
+	cmdRMControl = 0xC020462A // NV_ESC_RM_CONTROL with NVOS54, status at 28
+	cmdRMFree    = 0xC0104629 // NV_ESC_RM_FREE with NVOS00, status at 12
+	cmdXfer      = 0xC01046D3 // NV_ESC_IOCTL_XFER_CMD
+)
+
+type recorder struct {
+	mu     sync.Mutex
+	pid    uint32
+	events []Event
+}
+
+// add keeps the events of one process, this one unless told otherwise: the
+// tracer sees every process, and other test binaries trace the same devices
+// at the same time.
+func (r *recorder) add(e Event) {
+	r.mu.Lock()
+	pid := r.pid
+	r.mu.Unlock()
+	if pid == 0 {
+		pid = uint32(os.Getpid())
+	}
+	if e.PID != pid {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, e)
+}
+
+func (r *recorder) waitFor(t *testing.T, n int) []Event {
+	t.Helper()
+	var got []Event
+	require.Eventually(t, func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		got = append([]Event(nil), r.events...)
+		return len(got) >= n
+	}, 5*time.Second, 10*time.Millisecond, "events seen: %+v", got)
+	return got
+}
+
+func startTracer(t *testing.T, attach Attach, slow time.Duration, devices ...DeviceMatch) (*Tracer, *recorder) {
+	t.Helper()
+	rec := &recorder{}
+	tr, err := Start(Options{
+		Devices:        devices,
+		SlowThreshold:  slow,
+		RingBufferSize: 1 << 16,
+		DriverVersion:  "595.45.04",
+		Attach:         attach,
+	}, rec.add)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, tr.Close()) })
+	if attach != AttachAuto {
+		require.Equal(t, attach, tr.Attach())
+	}
+	return tr, rec
+}
+
+func openDev(t *testing.T, path string) int {
+	t.Helper()
+	fd, err := unix.Open(path, unix.O_RDWR, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = unix.Close(fd) })
+	return fd
+}
+
+// params returns a parameter buffer with status at offset.
+func params(size, offset int, status uint32) []byte {
+	b := make([]byte, size)
+	binary.NativeEndian.PutUint32(b[offset:], status)
+	return b
+}
+
+func ioctl(fd int, cmd uintptr, arg unsafe.Pointer) unix.Errno {
+	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), cmd, uintptr(arg))
+	return errno
+}
+
+func TestTracesNVIDIAEscapesOnTracedDevice(t *testing.T) {
+	requireRoot(t)
+	// Auto takes fentry where the kernel lets BPF trampolines attach to the
+	// syscall, tracepoints elsewhere (as on the CI machine, whose ftrace is
+	// closed); both run the same code after the hook.
+	for name, attach := range map[string]Attach{"auto": AttachAuto, "raw_tracepoint": AttachRawTracepoint, "tracepoint": AttachTracepoint} {
+		t.Run(name, func(t *testing.T) {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			tr, rec := startTracer(t, attach, time.Hour, DeviceMatch{Path: "/dev/null"})
+			null := openDev(t, "/dev/null")
+			zero := openDev(t, "/dev/zero")
+
+			alloc := params(32, 28, 0x51)
+			ioctl(zero, cmdRMAlloc, unsafe.Pointer(&alloc[0])) // not traced: other device
+			require.Equal(t, unix.ENOTTY, ioctl(null, cmdRMAlloc, unsafe.Pointer(&alloc[0])))
+
+			// XFER wraps NV_ESC_RM_CONTROL; its status sits behind the pointer.
+			control := params(32, 28, 0x1F)
+			xfer := make([]byte, 16)
+			binary.NativeEndian.PutUint32(xfer[0:], 0x2A)
+			binary.NativeEndian.PutUint32(xfer[4:], 32)
+			binary.NativeEndian.PutUint64(xfer[8:], uint64(uintptr(unsafe.Pointer(&control[0]))))
+			ioctl(null, cmdXfer, unsafe.Pointer(&xfer[0]))
+			runtime.KeepAlive(control)
+
+			events := rec.waitFor(t, 2)
+			require.Len(t, events, 2, "the /dev/zero call must not be traced")
+			pid, tid := uint32(os.Getpid()), uint32(unix.Gettid())
+			for _, e := range events {
+				assert.Equal(t, pid, e.PID)
+				assert.Equal(t, tid, e.TID)
+				assert.Positive(t, e.Latency)
+				assert.Equal(t, uint32(1), e.DeviceMajor)
+				assert.Equal(t, uint32(3), e.DeviceMinor)
+				assert.Equal(t, unix.ENOTTY, e.Outcome.Errno)
+				assert.WithinDuration(t, time.Now(), e.Time, 5*time.Second)
+				assert.NotEmpty(t, e.Comm)
+				assert.NotZero(t, e.CgroupID)
+			}
+			assert.Equal(t, "NV_ESC_RM_ALLOC", events[0].Escape)
+			assert.Equal(t, "NV_ERR_NO_MEMORY", events[0].Outcome.StatusName())
+			assert.Equal(t, uint32(cmdRMAlloc), events[0].Cmd)
+			assert.False(t, events[0].XFER)
+			assert.Equal(t, "NV_ESC_RM_CONTROL", events[1].Escape)
+			assert.Equal(t, "NV_ERR_INVALID_ARGUMENT", events[1].Outcome.StatusName())
+			assert.True(t, events[1].XFER)
+			assert.Equal(t, "ENOTTY", events[1].Outcome.ErrnoName())
+
+			stats, err := tr.Stats()
+			require.NoError(t, err)
+			byEscape := map[string]Stat{}
+			for _, s := range stats {
+				if s.PID == pid {
+					byEscape[EscapeName(s.Kind, s.Nr)] = s
+				}
+			}
+			require.Len(t, byEscape, 2, "stats: %+v", stats)
+			assert.Equal(t, uint64(1), byEscape["NV_ESC_RM_ALLOC"].Calls)
+			assert.Equal(t, uint32(0x51), byEscape["NV_ESC_RM_ALLOC"].Outcome.Status)
+			assert.Positive(t, byEscape["NV_ESC_RM_CONTROL"].SumNs)
+			var inBuckets uint64
+			for _, b := range byEscape["NV_ESC_RM_CONTROL"].Buckets {
+				inBuckets += b
+			}
+			assert.Equal(t, uint64(1), inBuckets)
+		})
+	}
+}
+
+func TestSuccessfulCallsAreCountedNotSent(t *testing.T) {
+	requireRoot(t)
+	// RNDGETENTCNT succeeds on /dev/urandom: a call that returns 0 with an
+	// NVIDIA status layout (NV_ESC_RM_FREE has none at this size: unknown).
+	tr, rec := startTracer(t, AttachAuto, time.Hour, DeviceMatch{Path: "/dev/urandom"})
+	fd := openDev(t, "/dev/urandom")
+	var entropy int32
+	for range 100 {
+		require.Zero(t, ioctl(fd, unix.RNDGETENTCNT, unsafe.Pointer(&entropy)))
+	}
+	stats, err := tr.Stats()
+	require.NoError(t, err)
+	var calls uint64
+	for _, s := range stats {
+		if s.PID == uint32(os.Getpid()) {
+			calls += s.Calls
+			assert.Equal(t, "unknown", s.Outcome.StatusName())
+			assert.Equal(t, "none", s.Outcome.ErrnoName())
+		}
+	}
+	assert.Equal(t, uint64(100), calls)
+	time.Sleep(50 * time.Millisecond)
+	rec.mu.Lock()
+	assert.Empty(t, rec.events, "successful fast calls stay in the kernel")
+	rec.mu.Unlock()
+}
+
+func TestSlowCallsAreSent(t *testing.T) {
+	requireRoot(t)
+	_, rec := startTracer(t, AttachAuto, time.Nanosecond, DeviceMatch{Path: "/dev/urandom"})
+	fd := openDev(t, "/dev/urandom")
+	var entropy int32
+	require.Zero(t, ioctl(fd, unix.RNDGETENTCNT, unsafe.Pointer(&entropy)))
+	e := rec.waitFor(t, 1)[0]
+	assert.False(t, e.Outcome.Failed())
+	assert.Equal(t, uint32(1), e.DeviceMajor)
+	assert.Equal(t, uint32(9), e.DeviceMinor)
+}
+
+func TestFullRingBufferCountsDrops(t *testing.T) {
+	requireRoot(t)
+	block := make(chan struct{})
+	var once sync.Once
+	tr, err := Start(Options{
+		Devices:        []DeviceMatch{{Path: "/dev/null"}},
+		SlowThreshold:  time.Hour,
+		RingBufferSize: 4096,
+	}, func(Event) { once.Do(func() { <-block }) })
+	require.NoError(t, err)
+	defer func() { _ = tr.Close() }()
+	defer close(block)
+	fd := openDev(t, "/dev/null")
+	buf := params(32, 28, 0x51)
+	for range 1000 {
+		ioctl(fd, cmdRMAlloc, unsafe.Pointer(&buf[0]))
+	}
+	dropped, _, err := tr.Lost()
+	require.NoError(t, err)
+	assert.Greater(t, dropped, uint64(900), "a 4 KiB ring holds a few dozen 112-byte events")
+}
+
+// TestEventsNameTheContainerAndItsOwnPids runs the calling process as a
+// container does: in a pid namespace of its own and in a cgroup named the
+// way containerd names a Kubernetes container's.
+func TestEventsNameTheContainerAndItsOwnPids(t *testing.T) {
+	requireRoot(t)
+	const (
+		containerID = "4f1c6e0b9a7d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6e7f"
+		podUID      = "7e1f2a3b-4c5d-6e7f-8a9b-0c1d2e3f4a5b"
+	)
+	pod := filepath.Join(cgroup2Root(t), "loomtest-kubepods-besteffort-pod"+strings.ReplaceAll(podUID, "-", "_")+".slice")
+	dir := filepath.Join(pod, "cri-containerd-"+containerID+".scope")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	t.Cleanup(func() {
+		_ = os.Remove(dir)
+		_ = os.Remove(pod)
+	})
+	cgroupFD, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	require.NoError(t, err)
+	defer func() { _ = unix.Close(cgroupFD) }()
+
+	_, rec := startTracer(t, AttachAuto, time.Hour, DeviceMatch{Path: "/dev/null"})
+	child := exec.Command(os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), loopEnv+"=failing:3")
+	child.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID, UseCgroupFD: true, CgroupFD: cgroupFD}
+	child.Stderr = os.Stderr
+	require.NoError(t, child.Start())
+	rec.mu.Lock()
+	rec.pid = uint32(child.Process.Pid)
+	rec.mu.Unlock()
+	require.NoError(t, child.Wait())
+
+	// Events that came before the pid was set are dropped: wait for any.
+	e := rec.waitFor(t, 1)[0]
+	assert.Equal(t, uint32(1), e.NSPID, "the child is pid 1 of its namespace")
+	assert.NotZero(t, e.NSTID)
+	assert.NotEqual(t, e.TID, e.NSTID)
+	assert.Equal(t, containerID, e.ContainerID)
+	assert.Equal(t, podUID, e.PodUID)
+}
+
+// cgroup2Root is where the cgroup v2 hierarchy is mounted; it is mounted
+// in a temporary directory when it is not.
+func cgroup2Root(t *testing.T) string {
+	t.Helper()
+	mounts, err := os.ReadFile("/proc/self/mountinfo")
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(mounts), "\n") {
+		if before, after, ok := strings.Cut(line, " - "); ok && strings.HasPrefix(after, "cgroup2 ") {
+			return strings.Fields(before)[4]
+		}
+	}
+	dir := t.TempDir()
+	require.NoError(t, unix.Mount("none", dir, "cgroup2", 0, ""))
+	t.Cleanup(func() { _ = unix.Unmount(dir, 0) })
+	return dir
+}
+
+func requireRoot(t *testing.T) {
+	t.Helper()
+	// CI runs as root; elsewhere the tests say what they need instead of
+	// failing on EPERM.
+	if os.Geteuid() != 0 {
+		t.Fatalf("the eBPF tests need root (CAP_BPF, CAP_PERFMON); run them with sudo")
+	}
+}
