@@ -26,6 +26,9 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(loopEnv); spec != "" {
 		os.Exit(runLoop(spec))
 	}
+	if os.Getenv(startEnv) != "" {
+		os.Exit(tryStart())
+	}
 	os.Exit(m.Run())
 }
 

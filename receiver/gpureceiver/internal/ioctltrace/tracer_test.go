@@ -4,6 +4,7 @@ package ioctltrace
 
 import (
 	"encoding/binary"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -271,6 +272,50 @@ func TestEventsNameTheContainerAndItsOwnPids(t *testing.T) {
 	assert.NotEqual(t, e.TID, e.NSTID)
 	assert.Equal(t, containerID, e.ContainerID)
 	assert.Equal(t, podUID, e.PodUID)
+}
+
+// startEnv makes the test binary start a tracer and report the error, for
+// TestPrivileges to run it with fewer privileges.
+const startEnv = "LOOM_TRACER_START"
+
+func tryStart() int {
+	tr, err := Start(Options{Devices: []DeviceMatch{{Path: "/dev/null"}}, SlowThreshold: time.Hour, RingBufferSize: 4096}, func(Event) {})
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	fmt.Println("tracing with", tr.Attach())
+	return 0
+}
+
+// TestPrivileges checks what the README promises: CAP_BPF and CAP_PERFMON
+// are enough without root, and without them the error says what to grant.
+func TestPrivileges(t *testing.T) {
+	requireRoot(t)
+	// The test binary sits in a directory only root may enter: run a copy.
+	dir, err := os.MkdirTemp("", "loom-privileges")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	require.NoError(t, os.Chmod(dir, 0o755))
+	bin, err := os.ReadFile(os.Args[0])
+	require.NoError(t, err)
+	binPath := filepath.Join(dir, "ioctltrace.test")
+	require.NoError(t, os.WriteFile(binPath, bin, 0o755))
+
+	run := func(caps ...uintptr) (string, error) {
+		c := exec.Command(binPath, "-test.run=^$")
+		c.Env = append(os.Environ(), startEnv+"=1")
+		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}, AmbientCaps: caps}
+		out, err := c.CombinedOutput()
+		return string(out), err
+	}
+	out, err := run(unix.CAP_BPF, unix.CAP_PERFMON)
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "tracing with")
+
+	out, err = run()
+	require.Error(t, err)
+	assert.Contains(t, out, "tracing ioctls needs CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN, or root)")
 }
 
 // cgroup2Root is where the cgroup v2 hierarchy is mounted; it is mounted
