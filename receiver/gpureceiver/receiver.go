@@ -38,6 +38,7 @@ type gpuReceiver struct {
 
 	mu      sync.Mutex
 	refs    int
+	status  *componentstatus.Event // of the parts, reported by every Start
 	logs    consumer.Logs
 	nvml    *nvmlsource.Source
 	tracer  *ioctltrace.Tracer
@@ -79,6 +80,9 @@ func (r *gpuReceiver) acquire(host component.Host) {
 	defer r.mu.Unlock()
 	r.refs++
 	if r.refs > 1 {
+		// The logs and the metrics receiver are two components: each
+		// reports the shared parts' status.
+		componentstatus.ReportStatus(host, r.status)
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -114,7 +118,7 @@ func (r *gpuReceiver) acquire(host component.Host) {
 		} else {
 			r.tracer = tracer
 			r.set.Logger.Info("Tracing NVIDIA driver ioctls",
-				zap.String("attach", string(tracer.Attach())), zap.Stringer("layouts_for_driver", tracer.DriverVersion()))
+				zap.String("attach", string(tracer.Attach())), zap.Stringer("parameter_layouts", tracer.Layouts()))
 		}
 	}
 	r.wg.Add(1)
@@ -122,11 +126,11 @@ func (r *gpuReceiver) acquire(host component.Host) {
 	for _, err := range problems {
 		r.set.Logger.Warn("GPU receiver part unavailable", zap.Error(err))
 	}
+	r.status = componentstatus.NewEvent(componentstatus.StatusOK)
 	if len(problems) > 0 {
-		componentstatus.ReportStatus(host, componentstatus.NewRecoverableErrorEvent(errors.Join(problems...)))
-	} else {
-		componentstatus.ReportStatus(host, componentstatus.NewEvent(componentstatus.StatusOK))
+		r.status = componentstatus.NewRecoverableErrorEvent(errors.Join(problems...))
 	}
+	componentstatus.ReportStatus(host, r.status)
 }
 
 // release closes everything at the last Shutdown, after a final flush.

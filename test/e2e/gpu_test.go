@@ -26,12 +26,17 @@ import (
 // the default config: a model server's thread makes a driver call that
 // fails with NV_ERR_NO_MEMORY inside a request's span, and the receiver's
 // log record of that call comes out carrying the request's req_id and trace
-// context. The traced device is /dev/null here (no GPU), so the call also
-// fails with ENOTTY; the status is the one the parameters hold.
+// context; the request, which nothing else marks as failing, is kept whole
+// because of it while the sampler keeps no healthy request. The traced
+// device is /dev/null here (no GPU), so the call also fails with ENOTTY;
+// the status is the one the parameters hold.
 func TestGPUDriverFailureJoinsItsRequest(t *testing.T) {
 	const host = "e2e-gpu-node"
 	sink := startSink(t)
-	col := startCollector(t, "distribution/config.yaml", withEdits(exportTo(sink, "logs", "traces"), keepEveryRequest, func(cfg map[string]any) {
+	col := startCollector(t, "distribution/config.yaml", withEdits(exportTo(sink, "logs", "traces"), func(cfg map[string]any) {
+		sampling := mapAt(cfg, "processors", "reqsampling")
+		sampling["base_percentage"] = 0
+		sampling["decision_wait"] = "2s"
 		gpu := mapAt(cfg, "receivers", "gpu")
 		gpu["host_name"] = host
 		gpu["ioctl"] = map[string]any{
@@ -106,5 +111,12 @@ func TestGPUDriverFailureJoinsItsRequest(t *testing.T) {
 	}
 	if event.TraceID() != span.TraceID() || event.SpanID() != span.SpanID() {
 		t.Errorf("trace context %s/%s, want the request span's %s/%s", event.TraceID(), event.SpanID(), span.TraceID(), span.SpanID())
+	}
+	if got := strAttr(attrs, golden.SamplingPolicy); got != "errors" {
+		t.Errorf("the request was kept by policy %q, want errors (the failed driver call)", got)
+	}
+	counts, err := sink.WaitFor(ctx, 10*time.Second, 500*time.Millisecond, func(c otlpsink.Counts) bool { return c.Spans >= 1 })
+	if err != nil || counts.Spans != 1 {
+		t.Errorf("%d spans came out (%v), want the request's one", counts.Spans, err)
 	}
 }

@@ -56,3 +56,15 @@ func (c *containerCache) of(cgroupID uint64, cgroup, parent []int8) container {
 	c.byCgroup[cgroupID] = container{id, pod}
 	return c.byCgroup[cgroupID]
 }
+
+// cString reads a NUL-terminated C string from the kernel.
+func cString(b []int8) string {
+	out := make([]byte, 0, len(b))
+	for _, c := range b {
+		if c == 0 {
+			break
+		}
+		out = append(out, byte(c))
+	}
+	return string(out)
+}

@@ -53,20 +53,30 @@ type Options struct {
 // newestLayouts is the driver version assumed when none is known.
 var newestLayouts = DriverVersion{Major: 595, Minor: 45}
 
-func (o Options) driverVersion() (DriverVersion, error) {
+// Layouts says which driver version's parameter layouts are in use, and why.
+type Layouts struct {
+	Version DriverVersion
+	Source  string // "ioctl.driver_version", "/sys/module/nvidia/version", or "no driver loaded: the newest known"
+}
+
+func (l Layouts) String() string { return l.Version.String() + " (" + l.Source + ")" }
+
+func (o Options) layouts() (Layouts, error) {
 	if o.DriverVersion != "" {
-		return ParseDriverVersion(o.DriverVersion)
+		v, err := ParseDriverVersion(o.DriverVersion)
+		return Layouts{v, "ioctl.driver_version"}, err
 	}
 	b, readErr := os.ReadFile("/sys/module/nvidia/version")
 	if readErr != nil {
-		// No driver loaded: nothing to trace until it is, with the newest layouts.
-		return newestLayouts, nil //nolint:nilerr // a missing driver is not an error here
+		// Nothing to trace until a driver is loaded; then its calls are read
+		// with the newest layouts until the next start.
+		return Layouts{newestLayouts, "no driver loaded: the newest known"}, nil //nolint:nilerr // a missing driver is not an error here
 	}
 	v, err := ParseDriverVersion(string(b))
 	if err != nil {
-		return DriverVersion{}, fmt.Errorf("/sys/module/nvidia/version: %w; set ioctl.driver_version", err)
+		return Layouts{}, fmt.Errorf("/sys/module/nvidia/version: %w; set ioctl.driver_version", err)
 	}
-	return v, nil
+	return Layouts{v, "/sys/module/nvidia/version"}, nil
 }
 
 // Outcome is how a call ended: the syscall's errno (0 when it returned

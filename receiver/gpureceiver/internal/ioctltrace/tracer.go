@@ -25,7 +25,7 @@ type Tracer struct {
 	links   []link.Link
 	reader  *ringbuf.Reader
 	attach  Attach
-	version DriverVersion
+	layouts Layouts
 	wall    clock
 	done    chan struct{}
 	closeMu sync.Once
@@ -80,7 +80,7 @@ func Start(opts Options, onEvent func(Event)) (*Tracer, error) {
 	if len(filters) == 0 {
 		return nil, fmt.Errorf("%w: none of the configured devices exists (%s not in /proc/devices)", ErrNoDevices, strings.Join(missing, ", "))
 	}
-	version, err := opts.driverVersion()
+	layouts, err := opts.layouts()
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +96,7 @@ func Start(opts Options, onEvent func(Event)) (*Tracer, error) {
 		return nil, fmt.Errorf("setting slow_ns: %w", err)
 	}
 
-	t := &Tracer{version: version, wall: newClock(), done: make(chan struct{})}
+	t := &Tracer{layouts: layouts, wall: newClock(), done: make(chan struct{})}
 	if err := spec.LoadAndAssign(&t.objs, nil); err != nil {
 		return nil, privilegeError(fmt.Errorf("loading the BPF maps: %w", err))
 	}
@@ -120,7 +120,7 @@ func (t *Tracer) fill(filters []deviceFilter) error {
 			return fmt.Errorf("device filter: %w", err)
 		}
 	}
-	for _, o := range offsetsFor(t.version) {
+	for _, o := range offsetsFor(t.layouts.Version) {
 		key := ioctlStatusKey{Nr: o.nr, Size: o.size, Kind: kindCode(o.kind)}
 		if err := t.objs.StatusOffsets.Put(key, o.offset); err != nil {
 			return fmt.Errorf("status layouts: %w", err)
@@ -288,8 +288,8 @@ func (t *Tracer) Lost() (dropped, untracked uint64, err error) {
 // Attach says how the programs are attached.
 func (t *Tracer) Attach() Attach { return t.attach }
 
-// DriverVersion is the version whose parameter layouts are in use.
-func (t *Tracer) DriverVersion() DriverVersion { return t.version }
+// Layouts says whose parameter layouts are in use.
+func (t *Tracer) Layouts() Layouts { return t.layouts }
 
 // Close detaches the programs, stops the reader and waits for it.
 func (t *Tracer) Close() error {
@@ -326,17 +326,6 @@ func kindOf(code uint8) Kind {
 		return KindUVM
 	}
 	return KindRM
-}
-
-func cString(b []int8) string {
-	out := make([]byte, 0, len(b))
-	for _, c := range b {
-		if c == 0 {
-			break
-		}
-		out = append(out, byte(c))
-	}
-	return string(out)
 }
 
 // privilegeError explains a permission failure in terms of what to grant.

@@ -11,5 +11,5 @@ func Start(Options, func(Event)) (*Tracer, error) { return nil, ErrUnsupported }
 func (*Tracer) Stats() ([]Stat, error)        { return nil, ErrUnsupported }
 func (*Tracer) Lost() (uint64, uint64, error) { return 0, 0, ErrUnsupported }
 func (*Tracer) Attach() Attach                { return AttachAuto }
-func (*Tracer) DriverVersion() DriverVersion  { return DriverVersion{} }
+func (*Tracer) Layouts() Layouts              { return Layouts{} }
 func (*Tracer) Close() error                  { return nil }
