@@ -29,6 +29,9 @@ BENCHTIME   ?= 1s
 METADATA    := $(shell find . -name metadata.yaml -not -path './.git/*' -not -path '*/testdata/*' | sort)
 
 export CGO_ENABLED := 1
+# go-nvml's nvml.h marks many functions deprecated; the warnings would bury
+# the build's output.
+export CGO_CFLAGS := -O2 -g -Wno-deprecated-declarations
 
 .PHONY: all tools bpf-deps tracefs generate generate-check build run gpu-check test test-deps unit fuzz e2e bench lint fmt clean
 

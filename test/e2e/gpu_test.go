@@ -27,9 +27,10 @@ import (
 // fails with NV_ERR_NO_MEMORY inside a request's span, and the receiver's
 // log record of that call comes out carrying the request's req_id and trace
 // context; the request, which nothing else marks as failing, is kept whole
-// because of it while the sampler keeps no healthy request. The traced
-// device is /dev/null here (no GPU), so the call also fails with ENOTTY;
-// the status is the one the parameters hold.
+// because of it while the sampler keeps no healthy request, and a slow
+// driver call outside any request is kept as well (the gpu_events policy).
+// The traced device is /dev/null here (no GPU), so the call also fails with
+// ENOTTY; the status is the one the parameters hold.
 func TestGPUDriverFailureJoinsItsRequest(t *testing.T) {
 	const host = "e2e-gpu-node"
 	sink := startSink(t)
@@ -40,10 +41,21 @@ func TestGPUDriverFailureJoinsItsRequest(t *testing.T) {
 		gpu := mapAt(cfg, "receivers", "gpu")
 		gpu["host_name"] = host
 		gpu["ioctl"] = map[string]any{
-			"devices":        []any{map[string]any{"path": "/dev/null"}},
+			"devices":        []any{map[string]any{"path": "/dev/null"}, map[string]any{"path": "/dev/urandom"}},
 			"driver_version": "595.45.04",
+			"slow_threshold": "1ns", // every traced call is slow: /dev/urandom's too
 		}
 	}))
+
+	// Outside any request: a call that succeeds, slowly.
+	urandom, err := unix.Open("/dev/urandom", unix.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var entropy int32
+	_, _, _ = unix.Syscall(unix.SYS_IOCTL, uintptr(urandom), unix.RNDGETENTCNT, uintptr(unsafe.Pointer(&entropy)))
+	_ = unix.Close(urandom)
+	time.Sleep(20 * time.Millisecond) // well before the request's span starts
 
 	runtime.LockOSThread()
 	tid := unix.Gettid()
@@ -83,20 +95,26 @@ func TestGPUDriverFailureJoinsItsRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var event plog.LogRecord
+	var event, slow plog.LogRecord
 	found := func() bool {
 		for _, ld := range sink.Logs() {
 			forEachLog(ld, func(lr plog.LogRecord) {
 				pid, _ := lr.Attributes().Get("process.pid")
-				if lr.EventName() == "gpu.ioctl.failed" && pid.Int() == int64(os.Getpid()) {
+				if pid.Int() != int64(os.Getpid()) {
+					return
+				}
+				switch lr.EventName() {
+				case "gpu.ioctl.failed":
 					event = lr
+				case "gpu.ioctl.slow":
+					slow = lr
 				}
 			})
 		}
-		return event != (plog.LogRecord{})
+		return event != (plog.LogRecord{}) && slow != (plog.LogRecord{})
 	}
 	if _, err := sink.WaitFor(ctx, 30*time.Second, time.Second, func(otlpsink.Counts) bool { return found() }); err != nil {
-		t.Fatalf("no gpu.ioctl.failed record: %v\ncollector log:\n%s", err, col.log())
+		t.Fatalf("no gpu.ioctl.failed and gpu.ioctl.slow record: %v\ncollector log:\n%s", err, col.log())
 	}
 	attrs := event.Attributes()
 	for key, want := range map[string]string{
@@ -114,6 +132,9 @@ func TestGPUDriverFailureJoinsItsRequest(t *testing.T) {
 	}
 	if got := strAttr(attrs, golden.SamplingPolicy); got != "errors" {
 		t.Errorf("the request was kept by policy %q, want errors (the failed driver call)", got)
+	}
+	if got := strAttr(slow.Attributes(), golden.SamplingPolicy); got != "gpu_events" {
+		t.Errorf("the slow call outside any request was kept by policy %q, want gpu_events (record: %v)", got, slow.Attributes().AsRaw())
 	}
 	counts, err := sink.WaitFor(ctx, 10*time.Second, 500*time.Millisecond, func(c otlpsink.Counts) bool { return c.Spans >= 1 })
 	if err != nil || counts.Spans != 1 {
