@@ -48,9 +48,8 @@ type graphExporter struct {
 	settings  exporter.Settings
 	telemetry *metadata.TelemetryBuilder
 	conv      converter
-	// refs counts the exporters created on it and not shut down (guarded by the factory's lock);
-	// release drops one and reports whether it was the last.
-	refs    int
+	// release drops one of the exporters sharing it and reports whether it
+	// was the last.
 	release func() bool
 
 	mu        sync.Mutex

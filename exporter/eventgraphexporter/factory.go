@@ -2,7 +2,6 @@ package eventgraphexporter
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
@@ -14,11 +13,12 @@ import (
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 
 	"github.com/loom-otel/loom/exporter/eventgraphexporter/internal/metadata"
+	"github.com/loom-otel/loom/internal/sharedcomponent"
 )
 
 // NewFactory returns the factory of the eventgraph exporter.
 func NewFactory() exporter.Factory {
-	f := &factory{shared: map[component.ID]*graphExporter{}}
+	f := &factory{}
 	return exporter.NewFactory(metadata.Type, createDefaultConfig,
 		exporter.WithLogs(f.createLogs, metadata.LogsStability),
 		exporter.WithTraces(f.createTraces, metadata.TracesStability))
@@ -50,35 +50,17 @@ func createDefaultConfig() component.Config {
 // factory shares one graphExporter (one store, one writer) between the logs
 // and traces exporters of a component ID.
 type factory struct {
-	mu     sync.Mutex
-	shared map[component.ID]*graphExporter
+	exporters sharedcomponent.Registry[*graphExporter]
 }
 
 func (f *factory) acquire(set exporter.Settings, cfg *Config) (*graphExporter, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	e, ok := f.shared[set.ID]
-	if !ok {
-		var err error
-		if e, err = newGraphExporter(cfg, set); err != nil {
-			return nil, err
+	return f.exporters.Acquire(set.ID, func() (*graphExporter, error) {
+		e, err := newGraphExporter(cfg, set)
+		if err == nil {
+			e.release = func() bool { return f.exporters.Release(set.ID) }
 		}
-		e.release = func() bool { return f.release(set.ID, e) }
-		f.shared[set.ID] = e
-	}
-	e.refs++
-	return e, nil
-}
-
-func (f *factory) release(id component.ID, e *graphExporter) (last bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	e.refs--
-	if e.refs > 0 {
-		return false
-	}
-	delete(f.shared, id)
-	return true
+		return e, err
+	})
 }
 
 func (f *factory) createLogs(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Logs, error) {

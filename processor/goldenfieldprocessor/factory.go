@@ -8,7 +8,6 @@ package goldenfieldprocessor // import "github.com/loom-otel/loom/processor/gold
 
 import (
 	"context"
-	"sync"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer"
@@ -17,6 +16,7 @@ import (
 	"go.opentelemetry.io/collector/processor/processorhelper"
 
 	"github.com/loom-otel/loom/internal/golden"
+	"github.com/loom-otel/loom/internal/sharedcomponent"
 	"github.com/loom-otel/loom/processor/goldenfieldprocessor/internal/metadata"
 )
 
@@ -24,7 +24,7 @@ var mutatesData = processorhelper.WithCapabilities(consumer.Capabilities{Mutates
 
 // NewFactory returns the goldenfield processor factory.
 func NewFactory() processor.Factory {
-	f := &factory{trackers: map[component.ID]*sharedTracker{}}
+	f := &factory{}
 	return processor.NewFactory(
 		metadata.Type,
 		createDefaultConfig,
@@ -83,32 +83,13 @@ func createDefaultConfig() component.Config {
 // traces instances of a processor, so drift seen in spans is reported through
 // the logs pipeline.
 type factory struct {
-	mu       sync.Mutex
-	trackers map[component.ID]*sharedTracker
-}
-
-type sharedTracker struct {
-	*driftTracker
-	refs int
+	trackers sharedcomponent.Registry[*driftTracker]
 }
 
 // acquire returns the tracker for id, creating it on first use; release undoes one acquire.
 func (f *factory) acquire(id component.ID, cfg DriftConfig) (tracker *driftTracker, release func()) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	st, ok := f.trackers[id]
-	if !ok {
-		st = &sharedTracker{driftTracker: newDriftTracker(cfg)}
-		f.trackers[id] = st
-	}
-	st.refs++
-	return st.driftTracker, func() {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		if st.refs--; st.refs == 0 {
-			delete(f.trackers, id)
-		}
-	}
+	tracker, _ = f.trackers.Acquire(id, func() (*driftTracker, error) { return newDriftTracker(cfg), nil })
+	return tracker, func() { f.trackers.Release(id) }
 }
 
 func (f *factory) newProcessor(set processor.Settings, cfg component.Config, emitsLogs bool) (*goldenProcessor, error) {

@@ -10,7 +10,6 @@ package reqidstitchprocessor // import "github.com/loom-otel/loom/processor/reqi
 import (
 	"context"
 	"strconv"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
@@ -20,6 +19,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
 	"github.com/loom-otel/loom/internal/golden"
+	"github.com/loom-otel/loom/internal/sharedcomponent"
 	"github.com/loom-otel/loom/processor/reqidstitchprocessor/internal/metadata"
 )
 
@@ -30,7 +30,7 @@ var mutatesData = processorhelper.WithCapabilities(consumer.Capabilities{Mutates
 
 // NewFactory returns the reqidstitch processor factory.
 func NewFactory() processor.Factory {
-	f := &factory{shared: map[component.ID]*sharedStitcher{}}
+	f := &factory{}
 	return processor.NewFactory(
 		metadata.Type,
 		createDefaultConfig,
@@ -107,35 +107,18 @@ func defaultRules() []RuleConfig {
 // factory shares one stitcher per component ID between its logs and traces
 // processors, so that logs are filled from spans seen in the traces pipeline.
 type factory struct {
-	mu     sync.Mutex
-	shared map[component.ID]*sharedStitcher
-}
-
-type sharedStitcher struct {
-	*stitcher
-	refs int
+	stitchers sharedcomponent.Registry[*stitcher]
 }
 
 // acquire returns the stitcher of set.ID, creating it on first use; release undoes one acquire.
 func (f *factory) acquire(set processor.Settings, cfg *Config) (s *stitcher, release func(), err error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	ss, ok := f.shared[set.ID]
-	if !ok {
-		st, err := newStitcher(set, cfg)
-		if err != nil {
-			return nil, nil, err
-		}
-		ss = &sharedStitcher{stitcher: st}
-		f.shared[set.ID] = ss
+	s, err = f.stitchers.Acquire(set.ID, func() (*stitcher, error) { return newStitcher(set, cfg) })
+	if err != nil {
+		return nil, nil, err
 	}
-	ss.refs++
-	return ss.stitcher, func() {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		if ss.refs--; ss.refs == 0 {
-			delete(f.shared, set.ID)
-			ss.tel.Shutdown()
+	return s, func() {
+		if f.stitchers.Release(set.ID) {
+			s.tel.Shutdown()
 		}
 	}, nil
 }

@@ -9,7 +9,6 @@ package reqsamplingprocessor // import "github.com/loom-otel/loom/processor/reqs
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
@@ -19,6 +18,7 @@ import (
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processorhelper"
 
+	"github.com/loom-otel/loom/internal/sharedcomponent"
 	"github.com/loom-otel/loom/processor/reqsamplingprocessor/internal/metadata"
 )
 
@@ -27,7 +27,7 @@ var mutatesData = processorhelper.WithCapabilities(consumer.Capabilities{Mutates
 
 // NewFactory returns the reqsampling processor factory.
 func NewFactory() processor.Factory {
-	f := &factory{samplers: map[component.ID]*sampler{}}
+	f := &factory{}
 	return processor.NewFactory(
 		metadata.Type,
 		createDefaultConfig,
@@ -71,37 +71,18 @@ func createDefaultConfig() component.Config {
 // factory shares one sampler per component ID between the logs and traces
 // processors, so that a request's logs and spans share one fate.
 type factory struct {
-	mu       sync.Mutex
-	samplers map[component.ID]*sampler
+	samplers sharedcomponent.Registry[*sampler]
 }
 
 // acquire returns the sampler of set.ID, creating it on first use.
 func (f *factory) acquire(set processor.Settings, cfg *Config) (*sampler, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	s, ok := f.samplers[set.ID]
-	if !ok {
-		var err error
-		if s, err = newSampler(set, cfg); err != nil {
-			return nil, err
-		}
-		f.samplers[set.ID] = s
-	}
-	s.refs++
-	return s, nil
+	return f.samplers.Acquire(set.ID, func() (*sampler, error) { return newSampler(set, cfg) })
 }
 
 // shutdown is one processor's: it flushes what is pending, and the last
 // processor of the sampler stops it.
 func (f *factory) shutdown(ctx context.Context, id component.ID, s *sampler) error {
-	f.mu.Lock()
-	s.refs--
-	last := s.refs == 0
-	if last {
-		delete(f.samplers, id)
-	}
-	f.mu.Unlock()
-	if last {
+	if f.samplers.Release(id) {
 		return s.shutdown(ctx)
 	}
 	return s.flush(ctx)

@@ -49,8 +49,6 @@ type sampler struct {
 	stop    chan struct{}
 	done    chan struct{}
 
-	// refs counts the processors created and not shut down (factory mutex).
-	refs      int
 	startOnce sync.Once
 	stopOnce  sync.Once
 	started   atomic.Bool

@@ -17,13 +17,14 @@ import (
 	"go.opentelemetry.io/collector/scraper"
 	"go.opentelemetry.io/collector/scraper/scraperhelper"
 
+	"github.com/loom-otel/loom/internal/sharedcomponent"
 	"github.com/loom-otel/loom/receiver/gpureceiver/internal/ioctltrace"
 	"github.com/loom-otel/loom/receiver/gpureceiver/internal/metadata"
 )
 
 // NewFactory returns the gpu receiver factory.
 func NewFactory() receiver.Factory {
-	f := &factory{receivers: map[component.ID]*gpuReceiver{}}
+	f := &factory{}
 	return receiver.NewFactory(
 		metadata.Type,
 		createDefaultConfig,
@@ -62,31 +63,24 @@ func createDefaultConfig() component.Config {
 // factory shares one gpuReceiver per component ID between the metrics and
 // logs receivers.
 type factory struct {
-	mu        sync.Mutex
-	receivers map[component.ID]*gpuReceiver
+	receivers sharedcomponent.Registry[*gpuReceiver]
 }
 
-func (f *factory) shared(set receiver.Settings, cfg *Config) (*gpuReceiver, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if r, ok := f.receivers[set.ID]; ok {
-		return r, nil
-	}
-	r, err := newGPUReceiver(cfg, set)
+func (f *factory) join(set receiver.Settings, cfg *Config) (*member, error) {
+	r, err := f.receivers.Acquire(set.ID, func() (*gpuReceiver, error) { return newGPUReceiver(cfg, set) })
 	if err != nil {
 		return nil, err
 	}
-	f.receivers[set.ID] = r
-	return r, nil
+	return &member{f: f, id: set.ID, r: r}, nil
 }
 
 func (f *factory) createMetrics(_ context.Context, set receiver.Settings, cfg component.Config, next consumer.Metrics) (receiver.Metrics, error) {
 	c := cfg.(*Config)
-	r, err := f.shared(set, c)
+	m, err := f.join(set, c)
 	if err != nil {
 		return nil, err
 	}
-	s := &gpuScraper{r: r}
+	s := &gpuScraper{member: m}
 	scrp, err := scraper.NewMetrics(s.scrape, scraper.WithStart(s.Start), scraper.WithShutdown(s.Shutdown))
 	if err != nil {
 		return nil, err
@@ -95,31 +89,40 @@ func (f *factory) createMetrics(_ context.Context, set receiver.Settings, cfg co
 }
 
 func (f *factory) createLogs(_ context.Context, set receiver.Settings, cfg component.Config, next consumer.Logs) (receiver.Logs, error) {
-	r, err := f.shared(set, cfg.(*Config))
+	m, err := f.join(set, cfg.(*Config))
 	if err != nil {
 		return nil, err
 	}
-	r.setLogs(next)
-	return &logsReceiver{r: r}, nil
+	m.r.setLogs(next)
+	return &logsReceiver{member: m}, nil
+}
+
+// member is one of the components (the logs or the metrics receiver) that
+// share a gpuReceiver; the last to shut down stops it.
+type member struct {
+	f        *factory
+	id       component.ID
+	r        *gpuReceiver
+	released sync.Once
+}
+
+func (m *member) shutdown(ctx context.Context) error {
+	var err error
+	m.released.Do(func() {
+		if m.f.receivers.Release(m.id) {
+			err = m.r.shutdown(ctx)
+		}
+	})
+	return err
 }
 
 // logsReceiver sends XID, memory-high and ioctl events; the work is done
 // by the shared gpuReceiver.
-type logsReceiver struct {
-	r       *gpuReceiver
-	started bool
-}
+type logsReceiver struct{ *member }
 
 func (l *logsReceiver) Start(_ context.Context, host component.Host) error {
-	l.started = true
-	l.r.acquire(host)
+	l.r.start(host)
 	return nil
 }
 
-func (l *logsReceiver) Shutdown(ctx context.Context) error {
-	if !l.started {
-		return nil
-	}
-	l.started = false
-	return l.r.release(ctx)
-}
+func (l *logsReceiver) Shutdown(ctx context.Context) error { return l.shutdown(ctx) }

@@ -37,7 +37,7 @@ type gpuReceiver struct {
 	hostName  string
 
 	mu      sync.Mutex
-	refs    int
+	started bool
 	status  *componentstatus.Event // of the parts, reported by every Start
 	logs    consumer.Logs
 	nvml    *nvmlsource.Source
@@ -72,19 +72,19 @@ func newGPUReceiver(cfg *Config, set receiver.Settings) (*gpuReceiver, error) {
 	}, nil
 }
 
-// acquire opens the NVML session and the tracer on the first Start. A part
+// start opens the NVML session and the tracer on the first Start. A part
 // that cannot run is reported as a recoverable error and left out; the
 // other part keeps working and the collector keeps running.
-func (r *gpuReceiver) acquire(host component.Host) {
+func (r *gpuReceiver) start(host component.Host) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.refs++
-	if r.refs > 1 {
+	if r.started {
 		// The logs and the metrics receiver are two components: each
 		// reports the shared parts' status.
 		componentstatus.ReportStatus(host, r.status)
 		return
 	}
+	r.started = true
 	ctx, cancel := context.WithCancel(context.Background())
 	r.stop = cancel
 	var problems []error
@@ -133,14 +133,10 @@ func (r *gpuReceiver) acquire(host component.Host) {
 	componentstatus.ReportStatus(host, r.status)
 }
 
-// release closes everything at the last Shutdown, after a final flush.
-func (r *gpuReceiver) release(ctx context.Context) error {
+// shutdown closes everything, after a final flush; the last of the
+// receivers sharing r calls it.
+func (r *gpuReceiver) shutdown(ctx context.Context) error {
 	r.mu.Lock()
-	r.refs--
-	if r.refs > 0 {
-		r.mu.Unlock()
-		return nil
-	}
 	stop, tracer, src := r.stop, r.tracer, r.nvml
 	r.tracer, r.nvml = nil, nil
 	r.mu.Unlock()

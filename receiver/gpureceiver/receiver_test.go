@@ -179,3 +179,34 @@ func forEachMetric(md pmetric.Metrics, fn func(pmetric.Metric)) {
 		}
 	}
 }
+
+// TestReceiversOfAnIDShareUntilTheLastShutdown: the logs and metrics
+// receivers of one ID share a gpuReceiver; after both shut down (a config
+// reload) the next ones get a new one with the new config.
+func TestReceiversOfAnIDShareUntilTheLastShutdown(t *testing.T) {
+	f := &factory{}
+	cfg := createDefaultConfig().(*Config)
+	cfg.NVML.Enabled = false
+	cfg.Ioctl.Devices = []ioctltrace.DeviceMatch{{Path: "/dev/null"}}
+	set := receivertest.NewNopSettings(metadata.Type)
+	ctx := context.Background()
+	lr, err := f.createLogs(ctx, set, cfg, new(consumertest.LogsSink))
+	require.NoError(t, err)
+	mr, err := f.createMetrics(ctx, set, cfg, new(consumertest.MetricsSink))
+	require.NoError(t, err)
+	first := lr.(*logsReceiver).r
+	require.NoError(t, lr.Start(ctx, &statusHost{}))
+	require.NoError(t, mr.Start(ctx, &statusHost{}))
+	require.NoError(t, lr.Shutdown(ctx))
+	require.NoError(t, lr.Shutdown(ctx), "a second Shutdown releases nothing more")
+	first.mu.Lock()
+	assert.NotNil(t, first.tracer, "the metrics receiver still runs")
+	first.mu.Unlock()
+	require.NoError(t, mr.Shutdown(ctx))
+	assert.Nil(t, first.tracer)
+
+	reloaded, err := f.createLogs(ctx, set, cfg, new(consumertest.LogsSink))
+	require.NoError(t, err)
+	assert.NotSame(t, first, reloaded.(*logsReceiver).r)
+	require.NoError(t, reloaded.Shutdown(ctx))
+}

@@ -17,7 +17,7 @@ import (
 // gpuScraper records NVML metrics and the ioctl call counters each
 // collection interval.
 type gpuScraper struct {
-	r     *gpuReceiver
+	*member
 	mb    *metadata.MetricsBuilder
 	start pcommon.Timestamp
 }
@@ -25,16 +25,11 @@ type gpuScraper struct {
 func (s *gpuScraper) Start(_ context.Context, host component.Host) error {
 	s.mb = metadata.NewMetricsBuilder(s.r.cfg.MetricsBuilderConfig, s.r.set)
 	s.start = pcommon.NewTimestampFromTime(time.Now())
-	s.r.acquire(host)
+	s.r.start(host)
 	return nil
 }
 
-func (s *gpuScraper) Shutdown(ctx context.Context) error {
-	if s.mb == nil {
-		return nil
-	}
-	return s.r.release(ctx)
-}
+func (s *gpuScraper) Shutdown(ctx context.Context) error { return s.shutdown(ctx) }
 
 func (s *gpuScraper) scrape(context.Context) (pmetric.Metrics, error) {
 	now := pcommon.NewTimestampFromTime(time.Now())
