@@ -43,6 +43,14 @@ func runLoop(spec string) int {
 		fmt.Fprintln(os.Stderr, "bad", loopEnv, spec)
 		return 2
 	}
+	if kind == "getppid" {
+		start := time.Now()
+		for range n {
+			_, _, _ = unix.Syscall(unix.SYS_GETPPID, 0, 0, 0)
+		}
+		fmt.Println(time.Since(start).Nanoseconds())
+		return 0
+	}
 	path, cmd := "/dev/urandom", uintptr(unix.RNDGETENTCNT)
 	if kind == "failing" {
 		path, cmd = "/dev/null", cmdRMAlloc
@@ -82,19 +90,7 @@ func benchLoop(b *testing.B, kind string, wrap ...string) {
 
 func benchOverhead(b *testing.B, kind string, device string) {
 	b.Run("baseline-untraced", func(b *testing.B) { benchLoop(b, kind) })
-	b.Run("traced", func(b *testing.B) {
-		tr, err := Start(Options{
-			Devices:        []DeviceMatch{{Path: device}},
-			SlowThreshold:  time.Hour,
-			RingBufferSize: 1 << 20,
-		}, func(Event) {})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer func() { _ = tr.Close() }()
-		benchLoop(b, kind)
-		b.ReportMetric(attachCode(tr.Attach()), "fentry")
-	})
+	benchTraced(b, kind, device)
 	b.Run("strace", func(b *testing.B) {
 		strace, err := exec.LookPath("strace")
 		if err != nil {
@@ -102,6 +98,30 @@ func benchOverhead(b *testing.B, kind string, device string) {
 		}
 		benchLoop(b, kind, strace, "-f", "-qq", "-e", "trace=ioctl", "-o", "/dev/null")
 	})
+}
+
+// benchTraced runs the loop traced the way the receiver attaches here
+// (traced: its metric fentry is 1 when that was fentry), and with the raw
+// tracepoints, the last resort.
+func benchTraced(b *testing.B, kind, device string) {
+	for name, attach := range map[string]Attach{"traced": AttachAuto, "traced-raw-tracepoints": AttachRawTracepoint} {
+		b.Run(name, func(b *testing.B) {
+			tr, err := Start(Options{
+				Devices:        []DeviceMatch{{Path: device}},
+				SlowThreshold:  time.Hour,
+				RingBufferSize: 1 << 20,
+				Attach:         attach,
+			}, func(Event) {})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer func() { _ = tr.Close() }()
+			benchLoop(b, kind)
+			if attach == AttachAuto {
+				b.ReportMetric(attachCode(tr.Attach()), "fentry")
+			}
+		})
+	}
 }
 
 func attachCode(a Attach) float64 {
@@ -114,3 +134,11 @@ func attachCode(a Attach) float64 {
 func BenchmarkIoctlOverheadSucceeding(b *testing.B) { benchOverhead(b, "ok", "/dev/urandom") }
 
 func BenchmarkIoctlOverheadFailing(b *testing.B) { benchOverhead(b, "failing", "/dev/null") }
+
+// BenchmarkOtherSyscallOverhead is what every other syscall on the host
+// pays while the tracer runs (getppid here): the syscall hooks fire for all
+// of them.
+func BenchmarkOtherSyscallOverhead(b *testing.B) {
+	b.Run("baseline-untraced", func(b *testing.B) { benchLoop(b, "getppid") })
+	benchTraced(b, "getppid", "/dev/null")
+}

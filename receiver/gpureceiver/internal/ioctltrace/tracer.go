@@ -37,7 +37,11 @@ type tracerObjects struct {
 	ioctlMaps
 }
 
-// attachModes are tried in order: the cheapest hook the kernel allows.
+// attachModes are tried in order. fentry touches the ioctl syscall only.
+// The syscall tracepoints run the program for ioctl only, but put every
+// syscall of the host on the slow path (+40 ns per syscall here); the raw
+// tracepoints run it for every syscall (+150 ns), and are the last resort,
+// for hosts without tracefs. Per traced call they cost ~130 ns less.
 var attachModes = []struct {
 	mode        Attach
 	enter, exit string
@@ -46,14 +50,14 @@ var attachModes = []struct {
 	{AttachFentry, ioctlProgFentryIoctl, ioctlProgFexitIoctl, func(p *ebpf.Program, _ bool) (link.Link, error) {
 		return link.AttachTracing(link.TracingOptions{Program: p})
 	}},
-	{AttachRawTracepoint, ioctlProgRawEnter, ioctlProgRawExit, func(p *ebpf.Program, _ bool) (link.Link, error) {
-		return link.AttachTracing(link.TracingOptions{Program: p, AttachType: ebpf.AttachTraceRawTp})
-	}},
 	{AttachTracepoint, ioctlProgTpEnterIoctl, ioctlProgTpExitIoctl, func(p *ebpf.Program, enter bool) (link.Link, error) {
 		if enter {
 			return link.Tracepoint("syscalls", "sys_enter_ioctl", p, nil)
 		}
 		return link.Tracepoint("syscalls", "sys_exit_ioctl", p, nil)
+	}},
+	{AttachRawTracepoint, ioctlProgRawEnter, ioctlProgRawExit, func(p *ebpf.Program, _ bool) (link.Link, error) {
+		return link.AttachTracing(link.TracingOptions{Program: p, AttachType: ebpf.AttachTraceRawTp})
 	}},
 }
 

@@ -353,9 +353,10 @@ int BPF_PROG(fexit_ioctl, struct pt_regs *regs, long ret)
 	return 0;
 }
 
-/* BTF raw tracepoints on every syscall, filtered to ioctl here: cheaper
- * than the ioctl syscall tracepoints, which copy the arguments into a
- * perf buffer first. */
+/* BTF raw tracepoints on every syscall, filtered to ioctl here: the last
+ * resort, where tracefs is missing. A traced call costs less than with the
+ * syscall tracepoints (no copy of the arguments into a perf buffer), but
+ * every other syscall of the host runs the program too. */
 #define NR_ioctl 16 /* x86_64 */
 
 SEC("tp_btf/sys_enter")
@@ -376,7 +377,7 @@ int BPF_PROG(raw_exit, struct pt_regs *regs, long ret)
 	return 0;
 }
 
-/* Syscall tracepoints: the fallback where BPF trampolines are missing. */
+/* Syscall tracepoints: where BPF trampolines are missing. */
 SEC("tracepoint/syscalls/sys_enter_ioctl")
 int tp_enter_ioctl(struct trace_event_raw_sys_enter *ctx)
 {
