@@ -15,6 +15,14 @@ const (
 	StitchAsyncOf = "stitch.async_of"
 	// GPUID names the GPU a record ran on, for joins by host.name and GPU.
 	GPUID = "gpu.id"
+	// GPUEventScope is the instrumentation scope of the gpu receiver's log
+	// records: what reqidstitch selects GPU events by.
+	GPUEventScope = "github.com/loom-otel/loom/receiver/gpureceiver"
+	// GPUMemoryUsage and GPUMemoryLimit (bytes, semconv hw.gpu.memory.*) are
+	// on the gpu receiver's memory-high records: the cause side of
+	// reqidstitch's gpu_oom_cause_timeout rule.
+	GPUMemoryUsage = "hw.gpu.memory.usage"
+	GPUMemoryLimit = "hw.gpu.memory.limit"
 	// ThreadVID is, on an event observed from the host (the gpu receiver's),
 	// the thread's id in its own pid namespace: what the process's telemetry
 	// reports as thread.id. process.vpid (semconv) is the same for the

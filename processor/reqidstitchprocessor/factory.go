@@ -23,9 +23,6 @@ import (
 	"github.com/loom-otel/loom/processor/reqidstitchprocessor/internal/metadata"
 )
 
-// gpuReceiverScope is the instrumentation scope of the gpu receiver's events.
-const gpuReceiverScope = "github.com/loom-otel/loom/receiver/gpureceiver"
-
 var mutatesData = processorhelper.WithCapabilities(consumer.Capabilities{MutatesData: true})
 
 // NewFactory returns the reqidstitch processor factory.
@@ -51,7 +48,7 @@ func createDefaultConfig() component.Config {
 		LinkDetached: true,
 		GPUAttribution: GPUAttributionConfig{
 			Enabled:         true,
-			Condition:       `instrumentation_scope.name == ` + strconv.Quote(gpuReceiverScope),
+			Condition:       `instrumentation_scope.name == ` + strconv.Quote(golden.GPUEventScope),
 			MaxProcesses:    1024,
 			SpansPerProcess: 128,
 		},
@@ -79,7 +76,7 @@ func defaultRules() []RuleConfig {
 		},
 		{
 			Name:     "gpu_oom_cause_timeout",
-			From:     attr("hw.gpu.memory.usage") + ` >= 0.95 * ` + attr("hw.gpu.memory.limit"),
+			From:     attr(golden.GPUMemoryUsage) + ` >= 0.95 * ` + attr(golden.GPUMemoryLimit),
 			To:       attr(golden.LatencyMs) + ` > 3000`,
 			JoinKeys: []string{string(semconv.HostNameKey), golden.GPUID},
 			Window:   5 * time.Second,

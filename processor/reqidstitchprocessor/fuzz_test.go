@@ -23,8 +23,8 @@ func FuzzConsume(f *testing.F) {
 		rec{trace: traceID(1), span: spanID(2), parent: spanID(1), at: t0, end: t0, attrs: map[string]any{golden.ReqID: int64(7), golden.CausalParents: "x"}},
 	)
 	ld2 := logsOf(
-		rec{scope: gpuReceiverScope, host: "h", at: t0, attrs: map[string]any{"process.pid": "not a number", "thread.id": 1.5}},
-		rec{scope: gpuReceiverScope, pid: 1, at: t0, attrs: map[string]any{"hw.gpu.memory.usage": "a lot", golden.Stage: "cache/miss", golden.ReqID: ""}},
+		rec{scope: golden.GPUEventScope, host: "h", at: t0, attrs: map[string]any{"process.pid": "not a number", "thread.id": 1.5}},
+		rec{scope: golden.GPUEventScope, pid: 1, at: t0, attrs: map[string]any{"hw.gpu.memory.usage": "a lot", golden.Stage: "cache/miss", golden.ReqID: ""}},
 	)
 	for _, pair := range []struct {
 		td ptrace.Traces

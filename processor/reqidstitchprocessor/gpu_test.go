@@ -30,7 +30,7 @@ func gpuEvent(pid, tid int64, at time.Duration) rec {
 	if tid != 0 {
 		attrs[string(semconv.ThreadIDKey)] = tid
 	}
-	return rec{service: "loom-gpu", host: "gpu-node-0", scope: gpuReceiverScope, at: t0.Add(at), name: "ioctl", attrs: attrs}
+	return rec{service: "loom-gpu", host: "gpu-node-0", scope: golden.GPUEventScope, at: t0.Add(at), name: "ioctl", attrs: attrs}
 }
 
 func TestGPUEventsAreAttributedByHostPidThreadAndTime(t *testing.T) {

@@ -335,7 +335,7 @@ func (m *mixBatches) causes(reqs []*mixRequest) plog.Logs {
 			case r.tid%7 == 0:
 				add(r, "cache", "cache-0", workload.ScopeName, s.Start.Add(-50*time.Millisecond), staged(r.Truth.ReqID, "cache/miss", nil))
 			case r.Truth.Scenario == "s2" && r.tid%2 == 0:
-				add(r, "loom-gpu", s.Service.Host, gpuReceiverScope, s.Start.Add(-100*time.Millisecond), map[string]any{
+				add(r, "loom-gpu", s.Service.Host, golden.GPUEventScope, s.Start.Add(-100*time.Millisecond), map[string]any{
 					"process.pid": int64(s.Service.PID), "hw.gpu.memory.usage": int64(78_000), "hw.gpu.memory.limit": int64(81_559), golden.GPUID: "0",
 				})
 			case r.tid%11 == 0:

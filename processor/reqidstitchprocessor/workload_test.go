@@ -116,7 +116,7 @@ func (m *mixBatches) build(reqs []*mixRequest) (ptrace.Traces, plog.Logs) {
 					sl := rl.ScopeLogs().AppendEmpty()
 					sl.Scope().SetName(workload.ScopeName)
 					if l.Service.Name == "loom-gpu" {
-						sl.Scope().SetName(gpuReceiverScope)
+						sl.Scope().SetName(golden.GPUEventScope)
 					}
 					records = sl.LogRecords()
 					logRes[l.Service] = records

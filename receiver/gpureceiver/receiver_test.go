@@ -22,6 +22,7 @@ import (
 	"go.opentelemetry.io/collector/receiver/receivertest"
 	"golang.org/x/sys/unix"
 
+	"github.com/loom-otel/loom/internal/golden"
 	"github.com/loom-otel/loom/receiver/gpureceiver/internal/ioctltrace"
 	"github.com/loom-otel/loom/receiver/gpureceiver/internal/metadata"
 )
@@ -100,7 +101,7 @@ func TestIoctlEventsAndMetricsThroughTheReceiver(t *testing.T) {
 
 	host0, _ := rl.Resource().Attributes().Get("host.name")
 	assert.Equal(t, "gpu-node-1", host0.Str())
-	assert.Equal(t, "github.com/loom-otel/loom/receiver/gpureceiver", rl.ScopeLogs().At(0).Scope().Name(),
+	assert.Equal(t, golden.GPUEventScope, rl.ScopeLogs().At(0).Scope().Name(),
 		"reqidstitch selects GPU events by this scope")
 	assert.Equal(t, eventIoctlFailed, rec.EventName())
 	assert.Equal(t, plog.SeverityNumberError, rec.SeverityNumber())

@@ -6,6 +6,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
 
+	"github.com/loom-otel/loom/internal/golden"
 	"github.com/loom-otel/loom/receiver/gpureceiver/internal/metadata"
 )
 
@@ -26,7 +27,7 @@ type identity struct {
 }
 
 func (id identity) putResource(attrs pcommon.Map) {
-	for _, kv := range [][2]string{{"host.name", id.host}, {"hw.id", id.id}, {"gpu.id", id.id}, {"hw.name", id.name}, {"hw.model", id.model}} {
+	for _, kv := range [][2]string{{"host.name", id.host}, {"hw.id", id.id}, {golden.GPUID, id.id}, {"hw.name", id.name}, {"hw.model", id.model}} {
 		if kv[1] != "" {
 			attrs.PutStr(kv[0], kv[1])
 		}
@@ -43,7 +44,7 @@ func (id identity) newRecord(logs plog.Logs, event string, ts pcommon.Timestamp)
 	lr.SetTimestamp(ts)
 	lr.SetObservedTimestamp(ts)
 	lr.SetEventName(event)
-	lr.Attributes().PutStr("gpu.id", id.id)
+	lr.Attributes().PutStr(golden.GPUID, id.id)
 	return lr
 }
 
@@ -70,8 +71,8 @@ func appendMemoryHigh(logs plog.Logs, id identity, used, total uint64, ts pcommo
 	lr.SetSeverityText("WARN")
 	lr.Body().SetStr(fmt.Sprintf("GPU memory %.1f%% used on %s: %d of %d bytes",
 		100*float64(used)/float64(total), id.id, used, total))
-	lr.Attributes().PutInt("hw.gpu.memory.usage", int64(used))
-	lr.Attributes().PutInt("hw.gpu.memory.limit", int64(total))
+	lr.Attributes().PutInt(golden.GPUMemoryUsage, int64(used))
+	lr.Attributes().PutInt(golden.GPUMemoryLimit, int64(total))
 }
 
 // applicationXIDs are raised when an application misbehaves (or is cleaned
