@@ -1,8 +1,10 @@
 package gpureceiver // import "github.com/loom-otel/loom/receiver/gpureceiver"
 
 import (
+	"cmp"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
@@ -83,24 +85,12 @@ func (t *callTable) update(stats []ioctltrace.Stat) []*callSeries {
 	for _, c := range t.series {
 		out = append(out, c)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].key.less(out[j].key) })
+	slices.SortFunc(out, func(a, b *callSeries) int {
+		x, y := a.key, b.key
+		return cmp.Or(cmp.Compare(x.pid, y.pid), cmp.Compare(x.escape, y.escape), cmp.Compare(x.status, y.status),
+			cmp.Compare(x.errno, y.errno), cmp.Compare(x.command, y.command))
+	})
 	return out
-}
-
-func (k seriesKey) less(o seriesKey) bool {
-	if k.pid != o.pid {
-		return k.pid < o.pid
-	}
-	if k.escape != o.escape {
-		return k.escape < o.escape
-	}
-	if k.status != o.status {
-		return k.status < o.status
-	}
-	if k.errno != o.errno {
-		return k.errno < o.errno
-	}
-	return k.command < o.command
 }
 
 func (t *callTable) evict() {
@@ -111,16 +101,8 @@ func (t *callTable) evict() {
 	if len(latest) <= t.maxProcesses {
 		return
 	}
-	pids := make([]uint32, 0, len(latest))
-	for pid := range latest {
-		pids = append(pids, pid)
-	}
-	sort.Slice(pids, func(i, j int) bool {
-		if latest[pids[i]] != latest[pids[j]] {
-			return latest[pids[i]] < latest[pids[j]]
-		}
-		return pids[i] < pids[j]
-	})
+	pids := slices.Collect(maps.Keys(latest))
+	slices.SortFunc(pids, func(a, b uint32) int { return cmp.Or(cmp.Compare(latest[a], latest[b]), cmp.Compare(a, b)) })
 	drop := map[uint32]bool{}
 	for _, pid := range pids[:len(pids)-t.maxProcesses] {
 		drop[pid] = true

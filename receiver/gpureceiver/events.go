@@ -10,7 +10,6 @@ import (
 
 	"github.com/loom-otel/loom/internal/golden"
 	"github.com/loom-otel/loom/receiver/gpureceiver/internal/ioctltrace"
-	"github.com/loom-otel/loom/receiver/gpureceiver/internal/metadata"
 )
 
 // Event names of the ioctl log records.
@@ -19,15 +18,11 @@ const (
 	eventIoctlSlow   = "gpu.ioctl.slow"
 )
 
-// appendEventRecord adds a failed or slow call to ld as a log record that
-// reqidstitch attributes to the request whose span covers it on the same
-// host, process and thread.
-func appendEventRecord(ld plog.Logs, hostName, gpuID string, e ioctltrace.Event) {
-	rl := ld.ResourceLogs().AppendEmpty()
-	rl.Resource().Attributes().PutStr(string(semconv.HostNameKey), hostName)
-	sl := rl.ScopeLogs().AppendEmpty()
-	sl.Scope().SetName(metadata.ScopeName)
-	lr := sl.LogRecords().AppendEmpty()
+// appendEventRecord adds a failed or slow call to records as a log record
+// that reqidstitch attributes to the request whose span covers it on the
+// same host, container, process and thread.
+func appendEventRecord(records plog.LogRecordSlice, gpuID string, e ioctltrace.Event) {
+	lr := records.AppendEmpty()
 	lr.SetTimestamp(pcommon.NewTimestampFromTime(e.Time))
 	lr.SetObservedTimestamp(pcommon.NewTimestampFromTime(time.Now()))
 

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/receiver"
 	"go.opentelemetry.io/collector/receiver/receiverhelper"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.uber.org/zap"
 
 	"github.com/loom-otel/loom/receiver/gpureceiver/internal/ioctltrace"
@@ -44,9 +45,14 @@ type gpuReceiver struct {
 	tracer  *ioctltrace.Tracer
 	calls   *callTable
 	lost    lostCounts
-	pending plog.Logs
-	stop    context.CancelFunc
-	wg      sync.WaitGroup
+	// pending waits for the next flush; the ioctl records in it are in one
+	// resource, eventRecords, while hasEventBatch.
+	pending        plog.Logs
+	pendingRecords int
+	eventRecords   plog.LogRecordSlice
+	hasEventBatch  bool
+	stop           context.CancelFunc
+	wg             sync.WaitGroup
 }
 
 func newGPUReceiver(cfg *Config, set receiver.Settings) (*gpuReceiver, error) {
@@ -179,8 +185,16 @@ func (r *gpuReceiver) onEvent(e ioctltrace.Event) {
 	if r.nvml != nil && e.Kind == ioctltrace.KindRM && e.DeviceMajor == ioctltrace.NVIDIAMajor {
 		gpuID = r.nvml.DeviceByMinor()[e.DeviceMinor]
 	}
-	appendEventRecord(r.pending, r.hostName, gpuID, e)
-	if r.pending.LogRecordCount() >= logFlushRecords {
+	if !r.hasEventBatch {
+		// The ioctl records of one flush share one resource and scope.
+		rl := r.pending.ResourceLogs().AppendEmpty()
+		rl.Resource().Attributes().PutStr(string(semconv.HostNameKey), r.hostName)
+		sl := rl.ScopeLogs().AppendEmpty()
+		sl.Scope().SetName(metadata.ScopeName)
+		r.eventRecords, r.hasEventBatch = sl.LogRecords(), true
+	}
+	appendEventRecord(r.eventRecords, gpuID, e)
+	if r.pendingRecords++; r.pendingRecords >= logFlushRecords {
 		r.flushLocked(ctx)
 	}
 }
@@ -188,6 +202,7 @@ func (r *gpuReceiver) onEvent(e ioctltrace.Event) {
 func (r *gpuReceiver) addLogs(ld plog.Logs) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.pendingRecords += ld.LogRecordCount()
 	ld.ResourceLogs().MoveAndAppendTo(r.pending.ResourceLogs())
 }
 
@@ -215,12 +230,12 @@ func (r *gpuReceiver) flush(ctx context.Context) {
 // receiver's standard telemetry and the records are not retried (the
 // pipeline's exporters own retries).
 func (r *gpuReceiver) flushLocked(ctx context.Context) {
-	n := r.pending.LogRecordCount()
+	n := r.pendingRecords
 	if n == 0 || r.logs == nil {
 		return
 	}
 	ld := r.pending
-	r.pending = plog.NewLogs()
+	r.pending, r.pendingRecords, r.hasEventBatch = plog.NewLogs(), 0, false
 	ctx = r.obsrecv.StartLogsOp(context.WithoutCancel(ctx))
 	err := r.logs.ConsumeLogs(ctx, ld)
 	r.obsrecv.EndLogsOp(ctx, metadata.Type.String(), n, err)

@@ -85,10 +85,12 @@ func TestIoctlEventsAndMetricsThroughTheReceiver(t *testing.T) {
 		for _, ld := range logs.AllLogs() {
 			for i := 0; i < ld.ResourceLogs().Len(); i++ {
 				r := ld.ResourceLogs().At(i)
-				lr := r.ScopeLogs().At(0).LogRecords().At(0)
-				if pid, _ := lr.Attributes().Get("process.pid"); pid.Int() == int64(os.Getpid()) {
-					rec, rl = lr, r
-					n++
+				records := r.ScopeLogs().At(0).LogRecords()
+				for j := 0; j < records.Len(); j++ {
+					if pid, _ := records.At(j).Attributes().Get("process.pid"); pid.Int() == int64(os.Getpid()) {
+						rec, rl = records.At(j), r
+						n++
+					}
 				}
 			}
 		}
