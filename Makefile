@@ -16,8 +16,9 @@ CONFIG      ?= distribution/config.yaml
 # The collector is built with NVML support (cgo); a build without the tag
 # still works and its gpu receiver says that NVML support is absent.
 BUILD_TAGS  ?= nvml
-# Packages with files behind build tags, tested and linted with the tags too.
-TAGGED_PKGS := ./receiver/gpureceiver/...
+# Packages with files behind build tags (or that import one), tested and
+# linted with the tags too.
+TAGGED_PKGS := ./receiver/gpureceiver/ ./receiver/gpureceiver/internal/nvmlsource/
 # The BPF program of the gpu receiver, and the bindings bpf2go writes for it.
 BPF_PKG     := receiver/gpureceiver/internal/ioctltrace
 # Fuzz budgets are counts, not durations: Go 1.26's coordinator can fail a
