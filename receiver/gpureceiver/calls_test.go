@@ -65,3 +65,18 @@ func TestDurationHistogramBuckets(t *testing.T) {
 	assert.InDelta(t, 3.0, dp.Sum(), 1e-9)
 	assert.Equal(t, "s", ms.At(0).Unit())
 }
+
+func TestDurationHistogramGetsAResourceWhenTheCallsMetricIsOff(t *testing.T) {
+	res := pcommon.NewResource()
+	res.Attributes().PutStr("host.name", "gpu-node-1")
+	ioctl := pmetric.NewMetrics()
+	ioctlMetrics(ioctl, res).AppendEmpty().SetName("nvidia.ioctl.duration")
+	require.Equal(t, 1, ioctl.ResourceMetrics().Len())
+	rm := ioctl.ResourceMetrics().At(0)
+	host, _ := rm.Resource().Attributes().Get("host.name")
+	assert.Equal(t, "gpu-node-1", host.Str())
+	assert.Equal(t, "nvidia.ioctl.duration", rm.ScopeMetrics().At(0).Metrics().At(0).Name())
+
+	ioctlMetrics(ioctl, res).AppendEmpty()
+	assert.Equal(t, 1, ioctl.ResourceMetrics().Len(), "the second metric joins the first")
+}

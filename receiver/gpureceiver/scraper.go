@@ -8,7 +8,6 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
-	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
 	"github.com/loom-otel/loom/receiver/gpureceiver/internal/ioctltrace"
 	"github.com/loom-otel/loom/receiver/gpureceiver/internal/metadata"
@@ -38,13 +37,13 @@ func (s *gpuScraper) scrape(context.Context) (pmetric.Metrics, error) {
 	s.r.mu.Unlock()
 
 	var errs []error
-	var series []*callSeries
+	md := pmetric.NewMetrics()
 	if tracer != nil {
 		stats, err := tracer.Stats()
 		if err != nil {
 			errs = append(errs, err)
 		}
-		series = s.r.calls.update(stats)
+		series := s.r.calls.update(stats)
 		for _, c := range series {
 			s.mb.RecordNvidiaIoctlCallsDataPoint(now, int64(c.calls), int64(c.key.pid), c.key.command,
 				c.key.escape, c.key.status, c.key.errno)
@@ -52,7 +51,12 @@ func (s *gpuScraper) scrape(context.Context) (pmetric.Metrics, error) {
 		s.r.countLost(tracer)
 		rb := s.mb.NewResourceBuilder()
 		rb.SetHostName(s.r.hostName)
-		s.mb.EmitForResource(metadata.WithResource(rb.Emit()))
+		res := rb.Emit()
+		ioctl := s.mb.Emit(metadata.WithResource(res))
+		if len(series) > 0 {
+			appendDurationHistogram(ioctlMetrics(ioctl, res), series, s.start, now)
+		}
+		ioctl.ResourceMetrics().MoveAndAppendTo(md.ResourceMetrics())
 	}
 	if src != nil {
 		logs, err := src.Scrape(s.mb, now)
@@ -60,29 +64,20 @@ func (s *gpuScraper) scrape(context.Context) (pmetric.Metrics, error) {
 			errs = append(errs, err)
 		}
 		s.r.addLogs(logs)
-	}
-	md := s.mb.Emit()
-	if len(series) > 0 {
-		appendDurationHistogram(s.ioctlMetrics(md), series, s.start, now)
+		s.mb.Emit().ResourceMetrics().MoveAndAppendTo(md.ResourceMetrics())
 	}
 	return md, errors.Join(errs...)
 }
 
-// ioctlMetrics returns the metric slice of the host-only resource that
-// holds the ioctl metrics, adding it when the calls metric is disabled.
-func (s *gpuScraper) ioctlMetrics(md pmetric.Metrics) pmetric.MetricSlice {
-	if md.ResourceMetrics().Len() > 0 {
-		rm := md.ResourceMetrics().At(0)
-		if _, isDevice := rm.Resource().Attributes().Get("hw.id"); !isDevice && rm.ScopeMetrics().Len() > 0 {
-			return rm.ScopeMetrics().At(0).Metrics()
-		}
+// ioctlMetrics is where the duration histogram goes: beside the calls
+// metric, or on a resource of its own when that metric is disabled.
+func ioctlMetrics(ioctl pmetric.Metrics, res pcommon.Resource) pmetric.MetricSlice {
+	if ioctl.ResourceMetrics().Len() == 0 {
+		rm := ioctl.ResourceMetrics().AppendEmpty()
+		res.CopyTo(rm.Resource())
+		rm.ScopeMetrics().AppendEmpty().Scope().SetName(metadata.ScopeName)
 	}
-	rm := pmetric.NewResourceMetrics()
-	rm.Resource().Attributes().PutStr(string(semconv.HostNameKey), s.r.hostName)
-	sm := rm.ScopeMetrics().AppendEmpty()
-	sm.Scope().SetName(metadata.ScopeName)
-	rm.MoveTo(md.ResourceMetrics().AppendEmpty())
-	return md.ResourceMetrics().At(md.ResourceMetrics().Len() - 1).ScopeMetrics().At(0).Metrics()
+	return ioctl.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
 }
 
 // lostCounts are the tracer's loss counters already added to telemetry.
