@@ -3,7 +3,8 @@
 // celery batch tasks) and sends it over OTLP with the OpenTelemetry Go SDK.
 //
 // The request model (Generator) is pure and deterministic from Config.Seed; the
-// emitter (Run) turns each modelled request into SDK spans and log records and
+// emitter (Run, or Send for any Source of requests, such as another family of
+// workloads) turns each modelled request into SDK spans and log records and
 // writes one ground-truth line (Truth) per request. The incidents S1, S2 and S3
 // are those of shared/scenarios/README.md.
 package workload
@@ -70,17 +71,32 @@ func (c Config) Validate() error {
 	if c.Affected < 0 || c.Affected > 1 {
 		return fmt.Errorf("workload: Affected = %v; want a share between 0 and 1, e.g. 0.12", c.Affected)
 	}
-	if c.Requests < 0 {
-		return fmt.Errorf("workload: Requests = %d; want 0 (no limit) or more", c.Requests)
+	return c.Pace().Validate()
+}
+
+// Pace is how long the run lasts and how fast it sends.
+func (c Config) Pace() Pace { return Pace{Requests: c.Requests, Duration: c.Duration, Rate: c.Rate} }
+
+// Pace bounds and paces a run of any request source (see Send).
+type Pace struct {
+	Requests int           // stop after this many requests (0 = no limit)
+	Duration time.Duration // stop after this long (0 = no limit); at least one of Requests/Duration must be set
+	Rate     float64       // target records (spans+logs) per second; 0 = as fast as possible
+}
+
+// Validate reports the first problem with p.
+func (p Pace) Validate() error {
+	if p.Requests < 0 {
+		return fmt.Errorf("workload: Requests = %d; want 0 (no limit) or more", p.Requests)
 	}
-	if c.Duration < 0 {
-		return fmt.Errorf("workload: Duration = %v; want 0 (no limit) or more", c.Duration)
+	if p.Duration < 0 {
+		return fmt.Errorf("workload: Duration = %v; want 0 (no limit) or more", p.Duration)
 	}
-	if c.Requests == 0 && c.Duration == 0 {
+	if p.Requests == 0 && p.Duration == 0 {
 		return errors.New("workload: set Requests or Duration (or both); otherwise the run never ends")
 	}
-	if c.Rate < 0 {
-		return fmt.Errorf("workload: Rate = %v; want 0 (as fast as possible) or a positive records/s", c.Rate)
+	if p.Rate < 0 {
+		return fmt.Errorf("workload: Rate = %v; want 0 (as fast as possible) or a positive records/s", p.Rate)
 	}
 	return nil
 }

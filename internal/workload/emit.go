@@ -24,30 +24,35 @@ const ScopeName = "github.com/loom-otel/loom/internal/workload"
 
 // emitter turns modelled requests into SDK spans and log records. Each
 // service instance gets its own TracerProvider and LoggerProvider (its own
-// Resource), created on first use; all of them feed one batcher and one
-// exporter per signal. It is used from one goroutine.
+// Resource), created on first use for each *Service; all of them feed one
+// batcher and one exporter per signal. It is used from one goroutine.
 type emitter struct {
-	ids     *presetIDs
-	spans   *batcher[sdktrace.ReadOnlySpan]
-	logs    *batcher[sdklog.Record]
-	tracers []trace.Tracer // by Service.index
-	loggers []log.Logger
+	ids       *presetIDs
+	spans     *batcher[sdktrace.ReadOnlySpan]
+	logs      *batcher[sdklog.Record]
+	providers map[*Service]providers
 
 	shutProviders []func(context.Context) error
 	shutExporters []func(context.Context) error
 }
 
+// providers are the tracer and logger of one service instance.
+type providers struct {
+	tracer trace.Tracer
+	logger log.Logger
+}
+
+// newEmitter returns an emitter for requests from about services service instances.
 func newEmitter(ctx context.Context, target Target, services int) (*emitter, error) {
 	spanExp, logExp, err := newExporters(ctx, target)
 	if err != nil {
 		return nil, err
 	}
 	return &emitter{
-		ids:     &presetIDs{},
-		spans:   newBatcher(spanExp.ExportSpans),
-		logs:    newBatcher(logExp.Export),
-		tracers: make([]trace.Tracer, services),
-		loggers: make([]log.Logger, services),
+		ids:       &presetIDs{},
+		spans:     newBatcher(spanExp.ExportSpans),
+		logs:      newBatcher(logExp.Export),
+		providers: make(map[*Service]providers, services),
 
 		shutExporters: []func(context.Context) error{spanExp.Shutdown, logExp.Shutdown},
 	}, nil
@@ -100,8 +105,9 @@ func (p *presetIDs) NewIDs(context.Context) (trace.TraceID, trace.SpanID) {
 
 func (p *presetIDs) NewSpanID(context.Context, trace.TraceID) trace.SpanID { return p.next.SpanID() }
 
-func (e *emitter) providers(s *Service) (trace.Tracer, log.Logger) {
-	if e.tracers[s.index] == nil {
+func (e *emitter) providersOf(s *Service) providers {
+	p, ok := e.providers[s]
+	if !ok {
 		res := resource.NewWithAttributes(semconv.SchemaURL,
 			semconv.ServiceName(s.Name), semconv.ServiceInstanceID(s.Instance), semconv.ServiceVersion(s.Version),
 			semconv.HostName(s.Host), semconv.ProcessPID(s.PID), semconv.TelemetrySDKLanguageKey.String(s.Language))
@@ -110,10 +116,11 @@ func (e *emitter) providers(s *Service) (trace.Tracer, log.Logger) {
 		// Our records never repeat a key, so the SDK's per-record dedup is skipped.
 		lp := sdklog.NewLoggerProvider(sdklog.WithResource(res), sdklog.WithProcessor(logSink{e.logs}),
 			sdklog.WithAllowKeyDuplication())
-		e.tracers[s.index], e.loggers[s.index] = tp.Tracer(ScopeName), lp.Logger(ScopeName)
+		p = providers{tracer: tp.Tracer(ScopeName), logger: lp.Logger(ScopeName)}
+		e.providers[s] = p
 		e.shutProviders = append(e.shutProviders, tp.Shutdown, lp.Shutdown)
 	}
-	return e.tracers[s.index], e.loggers[s.index]
+	return p
 }
 
 func (e *emitter) emit(r *Request) {
@@ -126,7 +133,7 @@ func (e *emitter) emit(r *Request) {
 }
 
 func (e *emitter) span(s *Span) {
-	tracer, _ := e.providers(s.Service)
+	tracer := e.providersOf(s.Service).tracer
 	ctx := context.Background()
 	if s.Parent.IsValid() {
 		ctx = trace.ContextWithSpanContext(ctx, s.Parent)
@@ -140,7 +147,7 @@ func (e *emitter) span(s *Span) {
 }
 
 func (e *emitter) log(l *Log) {
-	_, logger := e.providers(l.Service)
+	logger := e.providersOf(l.Service).logger
 	ctx := context.Background()
 	if l.Context.IsValid() {
 		ctx = trace.ContextWithSpanContext(ctx, l.Context)

@@ -19,11 +19,22 @@ type Summary struct {
 // shutdownTimeout bounds the final flush, which still runs when ctx has ended.
 const shutdownTimeout = 30 * time.Second
 
-// Run generates and sends until the config's limits or ctx end, writes one
-// Truth JSON line per request to truth (may be nil), flushes and shuts the SDK
-// providers down (everything is exported before it returns) and returns what
-// it sent. The end of ctx stops generation but not the final flush. The first
-// export error stops the run and is returned.
+// Source is a request model that Send can drive: *Generator (the loom family)
+// or any other family of workloads.
+type Source interface {
+	// Next models the next request, placed so that it ends at end; the
+	// request is the caller's to keep.
+	Next(end time.Time) *Request
+	// Services is how many service instances the requests come from. Each
+	// *Service is one OTel Resource for the whole run: a source hands out the
+	// same pointer for every record of an instance.
+	Services() int
+}
+
+// Services is how many service instances the loom family emits from.
+func (g *Generator) Services() int { return len(g.topo.all) }
+
+// Run generates the loom family's traffic for cfg and sends it; see Send.
 func Run(ctx context.Context, cfg Config, target Target, truth io.Writer) (Summary, error) {
 	if err := target.Validate(); err != nil {
 		return Summary{}, err
@@ -32,7 +43,22 @@ func Run(ctx context.Context, cfg Config, target Target, truth io.Writer) (Summa
 	if err != nil {
 		return Summary{}, err
 	}
-	em, err := newEmitter(ctx, target, len(gen.topo.all))
+	return Send(ctx, gen, cfg.Pace(), target, truth)
+}
+
+// Send models requests from src and sends them until pace's limits or ctx
+// end, writes one Truth JSON line per request to truth (may be nil), flushes
+// and shuts the SDK providers down (everything is exported before it returns)
+// and returns what it sent. The end of ctx stops generation but not the final
+// flush. The first export error stops the run and is returned.
+func Send(ctx context.Context, src Source, pace Pace, target Target, truth io.Writer) (Summary, error) {
+	if err := target.Validate(); err != nil {
+		return Summary{}, err
+	}
+	if err := pace.Validate(); err != nil {
+		return Summary{}, err
+	}
+	em, err := newEmitter(ctx, target, src.Services())
 	if err != nil {
 		return Summary{}, err
 	}
@@ -46,18 +72,18 @@ func Run(ctx context.Context, cfg Config, target Target, truth io.Writer) (Summa
 	}
 
 	var sum Summary
-	pace := pacer{rate: cfg.Rate}
+	pacing := pacer{rate: pace.Rate}
 	started := time.Now()
 	runErr := func() error {
-		for cfg.Requests == 0 || sum.Requests < cfg.Requests {
+		for pace.Requests == 0 || sum.Requests < pace.Requests {
 			now := time.Now()
 			elapsed := now.Sub(started)
-			if cfg.Duration > 0 && elapsed >= cfg.Duration {
+			if pace.Duration > 0 && elapsed >= pace.Duration {
 				return nil
 			}
-			if wait := pace.delay(sum.Spans+sum.Logs, elapsed); wait > 0 {
-				if cfg.Duration > 0 {
-					wait = min(wait, cfg.Duration-elapsed)
+			if wait := pacing.delay(sum.Spans+sum.Logs, elapsed); wait > 0 {
+				if pace.Duration > 0 {
+					wait = min(wait, pace.Duration-elapsed)
 				}
 				if !sleep(ctx, wait) {
 					return nil
@@ -69,7 +95,7 @@ func Run(ctx context.Context, cfg Config, target Target, truth io.Writer) (Summa
 				return nil // the caller stopped the run: not an error
 			default:
 			}
-			req := gen.Next(now)
+			req := src.Next(now)
 			em.emit(req)
 			sum.Requests++
 			sum.Spans += len(req.Spans)

@@ -13,8 +13,6 @@ type Service struct {
 	Version  string // service.version
 	Language string // telemetry.sdk.language
 	PID      int    // process.pid
-
-	index int // position in the topology; the emitter keeps one provider pair per index
 }
 
 // Model versions of scenario S1: the upgraded instance runs upgradedModel.
@@ -51,7 +49,7 @@ func newTopology(rng *rand.Rand) *topology {
 	t := &topology{}
 	add := func(name, instance, host, version, lang string) *Service {
 		s := &Service{Name: name, Instance: instance, Host: host, Version: version, Language: lang,
-			PID: 1000 + rng.IntN(60000), index: len(t.all)}
+			PID: 1000 + rng.IntN(60000)}
 		t.all = append(t.all, s)
 		return s
 	}
