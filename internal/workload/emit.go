@@ -143,6 +143,9 @@ func (e *emitter) span(s *Span) {
 	if s.Error != "" {
 		span.SetStatus(codes.Error, s.Error)
 	}
+	for _, ev := range s.Events {
+		span.AddEvent(ev.Name, trace.WithTimestamp(ev.Time), trace.WithAttributes(ev.Attrs...))
+	}
 	span.End(trace.WithTimestamp(s.End))
 }
 

@@ -9,12 +9,28 @@ import (
 )
 
 // ToPdata builds the OTLP data that Run's SDK exporters would send for reqs,
-// without the SDK: one resource per service instance, spans and logs apart.
-// Components' tests and benchmarks feed it to their consumers directly.
+// without the SDK: one resource per service instance, spans and logs apart,
+// a request's Late records after its other logs. Components' tests and
+// benchmarks feed it to their consumers directly.
 func ToPdata(reqs []*Request) (ptrace.Traces, plog.Logs) {
 	td, ld := ptrace.NewTraces(), plog.NewLogs()
 	spanSlices := map[*Service]ptrace.SpanSlice{}
 	logSlices := map[*Service]plog.LogRecordSlice{}
+	putLogs := func(logs []Log) {
+		for i := range logs {
+			l := &logs[i]
+			records, ok := logSlices[l.Service]
+			if !ok {
+				rl := ld.ResourceLogs().AppendEmpty()
+				PutResource(l.Service, rl.Resource())
+				sl := rl.ScopeLogs().AppendEmpty()
+				sl.Scope().SetName(ScopeName)
+				records = sl.LogRecords()
+				logSlices[l.Service] = records
+			}
+			PutLog(l, records.AppendEmpty())
+		}
+	}
 	for _, r := range reqs {
 		for i := range r.Spans {
 			s := &r.Spans[i]
@@ -29,19 +45,8 @@ func ToPdata(reqs []*Request) (ptrace.Traces, plog.Logs) {
 			}
 			PutSpan(s, spans.AppendEmpty())
 		}
-		for i := range r.Logs {
-			l := &r.Logs[i]
-			records, ok := logSlices[l.Service]
-			if !ok {
-				rl := ld.ResourceLogs().AppendEmpty()
-				PutResource(l.Service, rl.Resource())
-				sl := rl.ScopeLogs().AppendEmpty()
-				sl.Scope().SetName(ScopeName)
-				records = sl.LogRecords()
-				logSlices[l.Service] = records
-			}
-			PutLog(l, records.AppendEmpty())
-		}
+		putLogs(r.Logs)
+		putLogs(r.Late)
 	}
 	return td, ld
 }
@@ -73,6 +78,12 @@ func PutSpan(s *Span, out ptrace.Span) {
 	if s.Error != "" {
 		out.Status().SetCode(ptrace.StatusCodeError)
 		out.Status().SetMessage(s.Error)
+	}
+	for _, ev := range s.Events {
+		e := out.Events().AppendEmpty()
+		e.SetName(ev.Name)
+		e.SetTimestamp(pcommon.NewTimestampFromTime(ev.Time))
+		PutAttributes(e.Attributes(), ev.Attrs)
 	}
 	PutAttributes(out.Attributes(), s.Attrs)
 }

@@ -21,10 +21,15 @@ type Request struct {
 	Truth Truth
 	Spans []Span
 	Logs  []Log
+	// Late are log records written seconds after the request's main flow (an
+	// async worker's failure, say), dated after the end given to Next. Send
+	// holds each back until the wall clock reaches its Time, so that it also
+	// arrives late; ToPdata puts them after Logs.
+	Late []Log
 }
 
 // Records returns how many spans and log records the request produces.
-func (r *Request) Records() int { return len(r.Spans) + len(r.Logs) }
+func (r *Request) Records() int { return len(r.Spans) + len(r.Logs) + len(r.Late) }
 
 // Span is one modelled span.
 type Span struct {
@@ -35,7 +40,15 @@ type Span struct {
 	Parent     trace.SpanContext // invalid for the root of a trace
 	Start, End time.Time
 	Attrs      []attribute.KeyValue
-	Error      string // status description of a failed span; empty when it succeeded
+	Error      string  // status description of a failed span; empty when it succeeded
+	Events     []Event // span events, e.g. an exception
+}
+
+// Event is one span event.
+type Event struct {
+	Name  string
+	Time  time.Time
+	Attrs []attribute.KeyValue
 }
 
 // Log is one modelled log record.

@@ -2,6 +2,7 @@ package workload
 
 import (
 	"bufio"
+	"container/heap"
 	"context"
 	"encoding/json"
 	"errors"
@@ -49,8 +50,10 @@ func Run(ctx context.Context, cfg Config, target Target, truth io.Writer) (Summa
 // Send models requests from src and sends them until pace's limits or ctx
 // end, writes one Truth JSON line per request to truth (may be nil), flushes
 // and shuts the SDK providers down (everything is exported before it returns)
-// and returns what it sent. The end of ctx stops generation but not the final
-// flush. The first export error stops the run and is returned.
+// and returns what it sent. A request's Late records are sent when the clock
+// reaches their time; those still held when the run ends are sent then. The
+// end of ctx stops generation but not the final flush. The first export error
+// stops the run and is returned.
 func Send(ctx context.Context, src Source, pace Pace, target Target, truth io.Writer) (Summary, error) {
 	if err := target.Validate(); err != nil {
 		return Summary{}, err
@@ -71,12 +74,23 @@ func Send(ctx context.Context, src Source, pace Pace, target Target, truth io.Wr
 		enc = json.NewEncoder(truthBuf)
 	}
 
-	var sum Summary
+	var (
+		sum  Summary
+		late lateLogs
+	)
+	sendLate := func(until time.Time) {
+		for len(late) > 0 && !late[0].Time.After(until) {
+			l := heap.Pop(&late).(Log)
+			em.log(&l)
+			sum.Logs++
+		}
+	}
 	pacing := pacer{rate: pace.Rate}
 	started := time.Now()
 	runErr := func() error {
 		for pace.Requests == 0 || sum.Requests < pace.Requests {
 			now := time.Now()
+			sendLate(now)
 			elapsed := now.Sub(started)
 			if pace.Duration > 0 && elapsed >= pace.Duration {
 				return nil
@@ -97,6 +111,9 @@ func Send(ctx context.Context, src Source, pace Pace, target Target, truth io.Wr
 			}
 			req := src.Next(now)
 			em.emit(req)
+			for _, l := range req.Late {
+				heap.Push(&late, l)
+			}
 			sum.Requests++
 			sum.Spans += len(req.Spans)
 			sum.Logs += len(req.Logs)
@@ -111,6 +128,9 @@ func Send(ctx context.Context, src Source, pace Pace, target Target, truth io.Wr
 		}
 		return nil
 	}()
+	for len(late) > 0 { // held when the run ended: sent now, before their time
+		sendLate(late[0].Time)
+	}
 
 	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
 	defer cancel()
@@ -121,6 +141,21 @@ func Send(ctx context.Context, src Source, pace Pace, target Target, truth io.Wr
 	sum.Elapsed = time.Since(started)
 	sum.RecordsPerSecond = float64(sum.Spans+sum.Logs) / sum.Elapsed.Seconds()
 	return sum, errors.Join(errs...)
+}
+
+// lateLogs holds Late records until they are due: a heap, earliest first.
+type lateLogs []Log
+
+func (h lateLogs) Len() int           { return len(h) }
+func (h lateLogs) Less(i, j int) bool { return h[i].Time.Before(h[j].Time) }
+func (h lateLogs) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *lateLogs) Push(x any)        { *h = append(*h, x.(Log)) }
+
+func (h *lateLogs) Pop() any {
+	old := *h
+	l := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return l
 }
 
 // pacer spreads records evenly over time: record n is due n/rate seconds
