@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"math"
 	"math/rand/v2"
-	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -228,7 +227,7 @@ func (b *build) span(svc *Service, name, stage string, kind trace.SpanKind, pare
 func (b *build) log(svc *Service, at time.Duration, lv level, sc trace.SpanContext, body string, attrs ...attribute.KeyValue) {
 	b.r.Logs = append(b.r.Logs, Log{Service: svc, Time: b.start.Add(at), Severity: lv.sev, SeverityText: lv.text,
 		Body: body, Attrs: attrs, Context: sc})
-	if b.carriesReqID(body, attrs) {
+	if Mentions(b.reqID, body, attrs) {
 		b.r.Truth.Logs++
 	} else {
 		b.r.Truth.NoiseLogs++
@@ -256,15 +255,6 @@ func namesModel(attrs []attribute.KeyValue) bool {
 	return false
 }
 
-func (b *build) carriesReqID(body string, attrs []attribute.KeyValue) bool {
-	for _, kv := range attrs {
-		if kv.Value.AsString() == b.reqID {
-			return true
-		}
-	}
-	return strings.Contains(body, b.reqID)
-}
-
 // noise adds one line of background chatter that belongs to no request.
 func (b *build) noise(at time.Duration) {
 	g, t, l := b.g, b.g.topo, &b.g.line
@@ -286,18 +276,9 @@ func (b *build) noise(at time.Duration) {
 	}
 }
 
-func (g *Generator) traceID() trace.TraceID {
-	var id trace.TraceID
-	binary.BigEndian.PutUint64(id[:8], g.rng.Uint64())
-	binary.BigEndian.PutUint64(id[8:], g.rng.Uint64())
-	return id
-}
+func (g *Generator) traceID() trace.TraceID { return NewTraceID(g.rng) }
 
-func (g *Generator) spanID() trace.SpanID {
-	var id trace.SpanID
-	binary.BigEndian.PutUint64(id[:], g.rng.Uint64())
-	return id
-}
+func (g *Generator) spanID() trace.SpanID { return NewSpanID(g.rng) }
 
 // uuid returns a random (version 4) UUID drawn from the generator's stream.
 func (g *Generator) uuid() string {
@@ -322,14 +303,11 @@ func hex16(v uint64) string {
 	return hex.EncodeToString(b[:])
 }
 
-func (g *Generator) uniform(lo, hi float64) float64 { return lo + g.rng.Float64()*(hi-lo) }
+func (g *Generator) uniform(lo, hi float64) float64 { return Uniform(g.rng, lo, hi) }
 
-// normal draws from N(mean, sd) clamped to [lo, hi].
-func (g *Generator) normal(mean, sd, lo, hi float64) float64 {
-	return min(hi, max(lo, mean+g.rng.NormFloat64()*sd))
-}
+func (g *Generator) normal(mean, sd, lo, hi float64) float64 { return Normal(g.rng, mean, sd, lo, hi) }
 
-func ms(f float64) time.Duration { return time.Duration(f * float64(time.Millisecond)) }
+func ms(f float64) time.Duration { return Millis(f) }
 
 func round1(f float64) float64 { return math.Round(f*10) / 10 }
 
