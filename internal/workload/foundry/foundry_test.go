@@ -17,10 +17,10 @@ import (
 	"github.com/loom-otel/loom/internal/workload"
 )
 
-var healthy = Config{Seed: 5}
+var healthy = Config{Incidents: []workload.Scenario{workload.Healthy}, Seed: 5}
 
 func TestGeneratorDeterministic(t *testing.T) {
-	cfg := Config{Seed: 42}
+	cfg := Config{Incidents: Incidents(), Affected: 0.4, Warmup: 50, Seed: 42}
 	a, _ := generate(t, cfg, 600)
 	b, _ := generate(t, cfg, 600)
 	for i := range a {
@@ -33,7 +33,7 @@ func TestGeneratorDeterministic(t *testing.T) {
 	g, _ := NewGenerator(cfg)
 	for i := range a {
 		r := g.Next(testEnd.Add(time.Hour + time.Duration(i)*time.Millisecond))
-		if r.Truth.ReqID[len(r.Truth.ReqID)-6:] != a[i].Truth.ReqID[len(a[i].Truth.ReqID)-6:] ||
+		if r.Truth.ReqID[len(r.Truth.ReqID)-6:] != a[i].Truth.ReqID[len(a[i].Truth.ReqID)-6:] || r.Truth.Scenario != a[i].Truth.Scenario ||
 			!reflect.DeepEqual(r.Truth.TraceIDs, a[i].Truth.TraceIDs) || r.Truth.InputHash != a[i].Truth.InputHash || r.Records() != a[i].Records() {
 			t.Fatalf("request %d changed with its end time: %+v vs %+v", i, r.Truth, a[i].Truth)
 		}
@@ -217,7 +217,7 @@ func TestHealthyTraffic(t *testing.T) {
 // whose records carry it. The records tied by none are the template noise
 // that Truth.NoiseLogs counts; the counts of Truth match the records.
 func TestEveryRecordIsTied(t *testing.T) {
-	reqs, _ := generate(t, Config{Seed: 9}, 3000)
+	reqs, _ := generate(t, Config{Incidents: Incidents(), Affected: 0.5, Warmup: 100, Seed: 9}, 3000)
 	var noise, traced, logs int
 	for _, r := range reqs {
 		tr := r.Truth
@@ -310,7 +310,7 @@ func convention(name string) bool {
 // the golden-field contract.
 func TestVocabulary(t *testing.T) {
 	vocab := Vocabulary()
-	reqs, _ := generate(t, Config{Seed: 13}, 3000)
+	reqs, _ := generate(t, Config{Incidents: Incidents(), Affected: 0.5, Warmup: 100, Seed: 13}, 3000)
 	seen := map[string]bool{}
 	for _, r := range reqs {
 		for _, s := range r.Spans {

@@ -2,6 +2,7 @@ package foundry
 
 import (
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -22,11 +23,16 @@ const hop = 400 * time.Microsecond
 // the same Config (Seed included) yields the same requests, ids and record
 // contents, given the same end times.
 type Generator struct {
-	rng    *rand.Rand
-	topo   *topology
-	chats  []prompt
-	images []prompt
-	text   text
+	cfg       Config
+	selected  []workload.Scenario
+	onset     int
+	rng       *rand.Rand
+	topo      *topology
+	incidents map[workload.Scenario]incident
+	chats     []prompt
+	images    []prompt
+	n         int // requests generated so far
+	text      text
 }
 
 // NewGenerator returns a generator for cfg.
@@ -36,23 +42,52 @@ func NewGenerator(cfg Config) (*Generator, error) {
 	}
 	// The fixed parts (topology, prompt pools) come from a stream of their own.
 	setup := rand.New(rand.NewPCG(cfg.Seed, 11))
+	topo := newTopology(setup)
 	return &Generator{
-		rng:    rand.New(rand.NewPCG(cfg.Seed, 12)),
-		topo:   newTopology(setup),
-		chats:  chatPrompts(setup, 600),
-		images: imagePrompts(setup, 120),
+		cfg:       cfg,
+		selected:  cfg.selected(),
+		onset:     cfg.onset(),
+		rng:       rand.New(rand.NewPCG(cfg.Seed, 12)),
+		topo:      topo,
+		incidents: topo.incidents(),
+		chats:     chatPrompts(setup, 600),
+		images:    imagePrompts(setup, 120),
 	}, nil
 }
 
 // Services is how many service instances the family emits from.
 func (g *Generator) Services() int { return len(g.topo.all) }
 
-// Next models the next request, placed so that it ends at end.
+// Onset is the index of the first request an incident may hit.
+func (g *Generator) Onset() int { return g.onset }
+
+// Next models the next request, placed so that its main flow ends at end; a
+// LateWrite failure's line comes seconds later, in Request.Late.
 func (g *Generator) Next(end time.Time) *workload.Request {
-	if g.rng.Float64() < imageShare {
-		return g.imageRequest(end)
+	sc := g.pick()
+	var r *workload.Request
+	if sc == BlackImages || sc == workload.Healthy && g.rng.Float64() < imageShare {
+		r = g.imageRequest(end, sc)
+	} else {
+		r = g.chatRequest(end, sc)
 	}
-	return g.chatRequest(end)
+	g.n++
+	return r
+}
+
+// pick draws the scenario of the next request: after the warm-up, Affected
+// is the share hit by an incident, split evenly between the selected ones.
+func (g *Generator) pick() workload.Scenario {
+	if len(g.selected) == 0 || g.n < g.onset || g.rng.Float64() >= g.cfg.Affected {
+		return workload.Healthy
+	}
+	return g.selected[g.rng.IntN(len(g.selected))]
+}
+
+// active reports whether incident sc has started: from then on, healthy
+// requests stay away from what it breaks.
+func (g *Generator) active(sc workload.Scenario) bool {
+	return g.n >= g.onset && slices.Contains(g.selected, sc)
 }
 
 // option is one value of a categorical attribute and its share of healthy traffic.
@@ -61,14 +96,19 @@ type option struct {
 	weight float64
 }
 
-// choose draws one of opts by weight.
-func (g *Generator) choose(opts []option) string {
+// choose draws one of opts by weight, never except (unless it is all there is).
+func (g *Generator) choose(opts []option, except string) string {
 	total := 0.0
 	for _, o := range opts {
-		total += o.weight
+		if o.value != except {
+			total += o.weight
+		}
 	}
 	u := g.rng.Float64() * total
 	for _, o := range opts {
+		if o.value == except {
+			continue
+		}
 		if u -= o.weight; u < 0 {
 			return o.value
 		}
@@ -112,10 +152,10 @@ type build struct {
 	id    string
 }
 
-func (g *Generator) newBuild(start, end time.Time) *build {
+func (g *Generator) newBuild(start, end time.Time, sc workload.Scenario) *build {
 	id := golden.NewReqID(start, g.rng)
 	return &build{g: g, start: start, id: id, r: &workload.Request{
-		Truth: workload.Truth{ReqID: id, Scenario: workload.Healthy, Start: start, End: end, TraceIDs: make([]string, 0, 3)},
+		Truth: workload.Truth{ReqID: id, Scenario: sc, Start: start, End: end, TraceIDs: make([]string, 0, 3)},
 		Spans: make([]workload.Span, 0, 14),
 		Logs:  make([]workload.Log, 0, 10),
 	}}
@@ -138,10 +178,19 @@ func (b *build) span(svc *workload.Service, name, stage string, kind trace.SpanK
 	return sc
 }
 
+// lastSpan is the span added last, for an incident to change.
+func (b *build) lastSpan() *workload.Span { return &b.r.Spans[len(b.r.Spans)-1] }
+
 // log adds a log record at `at` after the request start, written in span sc
 // (invalid: outside any span, as stdout lines and engine internals are).
 func (b *build) log(svc *workload.Service, at time.Duration, lv level, sc trace.SpanContext, body string, attrs ...attribute.KeyValue) {
 	b.r.Logs = append(b.r.Logs, b.record(svc, at, lv, sc, body, attrs))
+}
+
+// late adds a record that is written, and arrives, after the main flow.
+func (b *build) late(svc *workload.Service, at time.Duration, lv level, sc trace.SpanContext, body string) {
+	b.r.Late = append(b.r.Late, b.record(svc, at, lv, sc, body, nil))
+	b.r.Truth.End = b.start.Add(at)
 }
 
 func (b *build) record(svc *workload.Service, at time.Duration, lv level, sc trace.SpanContext, body string, attrs []attribute.KeyValue) workload.Log {

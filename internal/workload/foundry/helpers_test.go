@@ -64,6 +64,35 @@ func canonical(key string) string {
 
 var aliases = golden.DefaultAliases()
 
+// resourceValue reads the resource attributes the emitter writes for svc.
+func resourceValue(svc *workload.Service, key string) (string, bool) {
+	switch key {
+	case "service.name":
+		return svc.Name, true
+	case "service.instance.id":
+		return svc.Instance, true
+	case "host.name":
+		return svc.Host, true
+	}
+	return "", false
+}
+
+// carries reports whether any span of r (its attributes after alias
+// normalization, or its resource) has key=value.
+func carries(r *workload.Request, key, value string) bool {
+	for _, s := range r.Spans {
+		if v, ok := resourceValue(s.Service, key); ok && v == value {
+			return true
+		}
+		for _, kv := range s.Attrs {
+			if canonical(string(kv.Key)) == key && kv.Value.Emit() == value {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // bodyLevel is the level a body spells, in each format the family prints:
 // Python logging, log4j, slog text and JSON, structlog, logfmt, or a plain
 // line's leading word.

@@ -14,6 +14,8 @@ var presets = []option{{"quality", .55}, {"balanced", .30}, {"fast", .15}}
 const (
 	nsfwShare    = 0.04
 	healthyDType = "bfloat16"
+	blackDType   = "float16" // BlackImages: the fast preset's VAE after the rollout
+	blackPreset  = "fast"
 )
 
 // presetSteps are the denoising steps of each preset and the time of one step.
@@ -25,13 +27,16 @@ var presetSteps = map[string]struct {
 // imageRequest models an image generation: frontdoor → switchyard
 // (aegis-guard's prompt check, lumenpix denoise and VAE decode) → respstore,
 // then quill-writer and tollbooth in traces of their own.
-func (g *Generator) imageRequest(end time.Time) *workload.Request {
+func (g *Generator) imageRequest(end time.Time, sc workload.Scenario) *workload.Request {
 	rng, t, tx := g.rng, g.topo, &g.text
 	p := g.images[rng.IntN(len(g.images))]
 	eng := t.image[rng.IntN(len(t.image))]
 	edge, tenant := t.edge[rng.IntN(len(t.edge))], tenants[rng.IntN(len(tenants))]
-	preset, dtype := g.choose(presets), healthyDType
-	shard := g.choose(shards)
+	preset, dtype := g.choose(presets, g.unless(BlackImages, blackPreset)), healthyDType
+	if sc == BlackImages {
+		preset, dtype = blackPreset, blackDType
+	}
+	shard := g.choose(shards, g.unless(LateWrite, readOnlyShard))
 
 	routeDur, guardDur := ms(g.uniform(0.4, 1.2)), ms(g.uniform(4, 10))
 	steps := presetSteps[preset]
@@ -42,7 +47,10 @@ func (g *Generator) imageRequest(end time.Time) *workload.Request {
 	if nsfw { // blurred, never blank
 		luma = round2(g.uniform(0.28, 0.36))
 	}
-	blank := false
+	blank := dtype == blackDType // the float16 VAE overflows to an all-black image
+	if blank {
+		luma, bytes = 0, int64(3000+rng.IntN(3000))
+	}
 	storeDur := ms(g.uniform(4, 12))
 	persistWait, persistDur := ms(g.uniform(15, 120)), ms(g.uniform(8, 40))
 	billWait, billDur := ms(g.uniform(100, 900)), ms(g.uniform(2, 8))
@@ -58,7 +66,7 @@ func (g *Generator) imageRequest(end time.Time) *workload.Request {
 	persistAt, billAt := storeEnd+persistWait, edgeEnd+billWait
 	total := max(edgeEnd, persistAt+persistDur, billAt+billDur)
 	start := end.Add(-total)
-	b := g.newBuild(start, end)
+	b := g.newBuild(start, end, sc)
 	id := b.id
 	b.r.Truth.InputHash, b.r.Truth.ModelVer, b.r.Truth.Host = p.hash, eng.model, eng.svc.Host
 
@@ -93,15 +101,16 @@ func (g *Generator) imageRequest(end time.Time) *workload.Request {
 	if g.chance(0.6) {
 		b.log(t.store, storeEnd, goInfo, store, tx.reset().s("put ok key=img/").s(id).s(" segments=1 bytes=").i(bytes).String())
 	}
-	g.persist(b, persistAt, persistDur, shard, bytes)
+	g.persist(b, persistAt, persistDur, shard, bytes, false, 0)
 	if g.chance(0.6) {
 		b.log(edge, edgeEnd, goInfo, root, tx.slogJSON(start.Add(edgeEnd), "INFO", "request served").str("requestId", id).
 			num("status", 200).num("duration_ms", edgeEnd.Milliseconds()).end().String())
 	}
-	g.bill(b, billAt, billDur, tenant, p.tokens, 0)
+	g.bill(b, billAt, billDur, tenant, p.tokens, 0, false)
 	if g.chance(noiseShare) {
 		g.noise(b, ms(g.uniform(0, millis(total))))
 	}
+	g.truth(b, sc, decode{})
 	return b.r
 }
 

@@ -28,6 +28,7 @@ const (
 	mixtralServed = "mixtral-8x7b-instruct-v0.1"
 	phiAsked      = "phi-3-mini"
 	phiServed     = "phi3-mini-128k-v3.1"
+	phiUpgraded   = "phi3-mini-128k-v3.2" // FieldDrop: no longer writes resp.segment_map
 	imageAsked    = "sdxl-turbo"
 	imageServed   = "sdxl-turbo-v1.0"
 	engineVersion = "0.9.4"
@@ -47,18 +48,21 @@ type engine struct {
 
 // topology holds every service instance of the platform.
 type topology struct {
-	all     []*workload.Service
-	edge    []*workload.Service
-	router  *workload.Service
-	tok     []*workload.Service
-	rag     *workload.Service
+	all    []*workload.Service
+	edge   []*workload.Service
+	router *workload.Service
+	tok    []*workload.Service // tok[1] runs dry in TokPool
+	rag    *workload.Service
+	// mixtral[3] runs out of memory in GPUOOM, mixtral[4] thrashes in KVThrash.
 	mixtral []*engine
-	phi     []*engine
-	image   []*engine
-	guard   *workload.Service
-	store   *workload.Service
-	writer  *workload.Service
-	biller  *workload.Service
+	// phi[1] is replaced by upgraded, a new instance on the same GPU, at FieldDrop's onset.
+	phi      []*engine
+	upgraded *engine
+	image    []*engine
+	guard    *workload.Service
+	store    *workload.Service
+	writer   *workload.Service
+	biller   *workload.Service
 }
 
 func newTopology(rng *rand.Rand) *topology {
@@ -82,7 +86,7 @@ func newTopology(rng *rand.Rand) *topology {
 		t.tok = append(t.tok, add(svcTok, fmt.Sprintf("lexd-%d", i), fmt.Sprintf("cpu-c%d", i+1), "0.14.2", "python"))
 	}
 	t.rag = add(svcRAG, "vecfind-0", "cpu-c2", "2.0.3", "rust")
-	// Two cards per DGX host.
+	// Two cards per DGX host; the thrashing replica shares dgx-d with an image engine.
 	for i, at := range []struct {
 		host string
 		card int
@@ -91,6 +95,8 @@ func newTopology(rng *rand.Rand) *topology {
 	}
 	t.phi = append(t.phi, newEngine(svcText, "kilnserve-5", "dgx-c", phiServed, phiAsked, 0),
 		newEngine(svcText, "kilnserve-6", "dgx-c", phiServed, phiAsked, 1))
+	old := t.phi[1]
+	t.upgraded = &engine{svc: add(svcText, "kilnserve-6-r2", old.svc.Host, engineVersion, "python"), model: phiUpgraded, asked: phiAsked, gpu: old.gpu, card: old.card}
 	t.image = append(t.image, newEngine(svcImage, "lumenpix-0", "dgx-e", imageServed, imageAsked, 0),
 		newEngine(svcImage, "lumenpix-1", "dgx-d", imageServed, imageAsked, 1))
 	t.guard = add(svcGuard, "aegis-guard-0", "cpu-c4", "5.1.0", "java")

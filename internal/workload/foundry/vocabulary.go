@@ -32,15 +32,15 @@ var (
 	attributes = []string{
 		"acct.id", "orch.lane", "orch.target", "orch.template", "tok.count", "tok.pool_busy", "tok.queue_depth",
 		"rag.dim", "rag.top_k", "rag.hits", "accel.uuid", "lora.adapter_id", "lora.cache", "prefix_cache",
-		"kv.preemptions", "kv.evicted_blocks", "sched.batch_size", "resp.segment_map",
+		"kv.preemptions", "kv.evicted_blocks", "sched.batch_size", "resp.segment_map", "abort.reason",
 		"guard.flagged", "judge.grade", "judge.score", "segments_stored", "store.bytes", "store.shard",
 		"img.preset", "img.steps", "img.vae_dtype", "img.mean_luma", "img.blank", "img.nsfw_filtered",
 	}
 	// bodyKeys are the family's own keys in log bodies (JSON members and
 	// key=value pairs), other than its attribute names and generic keys.
 	bodyKeys = []string{
-		"acct", "lane", "preset", "target", "template", "took_ms", "kv_usage", "in_use", "load_ms",
-		"finish_reason", "verdict", "flagged", "grade", "shard", "mean_luma", "nsfw_filtered",
+		"acct", "lane", "preset", "target", "template", "took_ms", "kv_usage", "in_use", "load_ms", "decode_ms",
+		"finish_reason", "verdict", "flagged", "grade", "shard", "mean_luma", "nsfw_filtered", "kv_cache",
 	}
 )
 

@@ -42,33 +42,55 @@ func boolText(v bool) string {
 
 // persist is quill-writer's async write of the answer, in a trace of its own.
 // Its lines are plain text with the req_id in them; the level, when there is
-// one, is a word of the text.
-func (g *Generator) persist(b *build, at, dur time.Duration, shard string, bytes int64) {
+// one, is a word of the text. A write to the read-only shard (LateWrite) is
+// accepted, and fails seconds later in the flusher.
+func (g *Generator) persist(b *build, at, dur time.Duration, shard string, bytes int64, readOnly bool, lateBy time.Duration) {
 	tx, svc := &g.text, g.topo.writer
 	sc := b.span(svc, "quill.persist", stPersist, trace.SpanKindConsumer, trace.SpanContext{}, at, at+dur,
 		attribute.String("requestId", b.id), attribute.String("store.shard", shard), attribute.Int64("store.bytes", bytes))
-	if g.chance(0.5) {
+	if readOnly || g.chance(0.5) {
 		b.log(svc, at+dur, unset, sc, tx.reset().s("persist queued ").s(b.id).s(" shard=").s(shard).s(" bytes=").i(bytes).String())
+	}
+	if readOnly {
+		b.late(svc, at+dur+lateBy, unset, sc, tx.reset().s("ERROR flush of ").s(b.id).s(" to shard ").s(shard).
+			s(" failed: [Errno 30] Read-only file system (attempt 3/3), dropping write").String())
 	}
 }
 
-// bill is tollbooth's usage metering, in a trace of its own.
-func (g *Generator) bill(b *build, at, dur time.Duration, tenant string, in, out int) {
+// bill is tollbooth's usage metering, in a trace of its own. An aborted
+// request has no completion to bill: its usage record is rejected with a
+// stack trace, printed a line a record.
+func (g *Generator) bill(b *build, at, dur time.Duration, tenant string, in, out int, aborted bool) {
 	tx, svc := &g.text, g.topo.biller
 	b.span(svc, "tollbooth.Record", stBill, trace.SpanKindConsumer, trace.SpanContext{}, at, at+dur,
 		attribute.String("x-request-id", b.id), attribute.String("acct.id", tenant),
 		attribute.Int("gen_ai.usage.input_tokens", in), attribute.Int("gen_ai.usage.output_tokens", out))
 	stamp := b.start.Add(at + dur)
+	if aborted {
+		b.log(svc, at+dur, unset, trace.SpanContext{}, tx.log4j(stamp, "usage-consumer-2", "ERROR", "c.f.tollbooth.UsageRecorder").
+			s("[").s(b.id).s("] usage record rejected: completion missing").String())
+		for i, line := range usageRejectedTrace {
+			b.log(svc, at+dur+time.Duration(i+1)*time.Microsecond, unset, trace.SpanContext{}, line)
+		}
+		return
+	}
 	if g.chance(0.5) {
 		b.log(svc, at+dur, unset, trace.SpanContext{}, tx.log4j(stamp, "usage-consumer-1", "INFO", "c.f.tollbooth.UsageRecorder").
 			s("[").s(b.id).s("] billed acct=").s(tenant).s(" prompt_tokens=").i(int64(in)).s(" completion_tokens=").i(int64(out)).String())
 	}
 }
 
+var usageRejectedTrace = []string{
+	"java.lang.IllegalStateException: completion missing for usage record",
+	"\tat com.foundry.tollbooth.UsageRecorder.record(UsageRecorder.java:142)",
+	"\tat com.foundry.tollbooth.UsageConsumer.onMessage(UsageConsumer.java:57)",
+	"\tat org.apache.kafka.clients.consumer.internals.ConsumerCoordinator.invoke(ConsumerCoordinator.java:322)",
+}
+
 // noise adds one line of background chatter that belongs to no request.
 func (g *Generator) noise(b *build, at time.Duration) {
 	t, tx, stamp := g.topo, &g.text, b.start.Add(at)
-	engine := t.mixtral[g.rng.IntN(3)]
+	engine := t.mixtral[g.rng.IntN(3)] // replicas no incident touches
 	switch g.rng.IntN(5) {
 	case 0:
 		b.log(engine.svc, at, unset, trace.SpanContext{}, tx.structlog(stamp, "debug", "scheduler step").num("running", int64(1+g.rng.IntN(40))).
