@@ -1,7 +1,8 @@
 // Command loomgen sends the telemetry of a simulated AI inference service
 // (spans and logs over OTLP, from the OpenTelemetry Go SDK), optionally with
-// the incidents S1, S2 and S3 mixed in, and writes the ground truth of every
-// request. See README.md.
+// incidents mixed in, and writes the ground truth of every request. Two
+// families of workloads: loom (the incidents S1, S2 and S3) and foundry (an
+// unlike platform with eight incidents). See README.md.
 package main
 
 import (
@@ -17,10 +18,17 @@ import (
 	"time"
 
 	"github.com/loom-otel/loom/internal/workload"
+	"github.com/loom-otel/loom/internal/workload/foundry"
+)
+
+// The families of workloads (-family).
+const (
+	familyLoom    = "loom"
+	familyFoundry = "foundry"
 )
 
 func main() {
-	cfg, target, truthPath, err := parseFlags(os.Args[1:], os.Stderr)
+	j, err := parseFlags(os.Args[1:], os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(0)
 	}
@@ -28,31 +36,49 @@ func main() {
 		fmt.Fprintln(os.Stderr, "loomgen:", err)
 		os.Exit(2)
 	}
-	if err := run(cfg, target, truthPath); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, j, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "loomgen:", err)
 		os.Exit(1)
 	}
 }
 
-func run(cfg workload.Config, target workload.Target, truthPath string) error {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+// job is the run the command line describes: one family's config, where to
+// send and where to write the ground truth.
+type job struct {
+	family  string
+	loom    workload.Config // -family loom
+	foundry foundry.Config  // -family foundry
+	target  workload.Target
+	truth   string
+}
+
+func (j job) send(ctx context.Context, truth io.Writer) (workload.Summary, error) {
+	if j.family == familyFoundry {
+		return foundry.Run(ctx, j.foundry, j.target, truth)
+	}
+	return workload.Run(ctx, j.loom, j.target, truth)
+}
+
+// run sends j and prints what it sent to stdout.
+func run(ctx context.Context, j job, stdout io.Writer) error {
 	var (
 		truth io.Writer // a nil interface without -truth
 		file  *os.File
 	)
-	if truthPath != "" {
-		f, err := os.Create(truthPath)
+	if j.truth != "" {
+		f, err := os.Create(j.truth)
 		if err != nil {
 			return fmt.Errorf("-truth: %w", err)
 		}
 		truth, file = f, f
 	}
-	sum, err := workload.Run(ctx, cfg, target, truth)
-	fmt.Printf("requests=%d spans=%d logs=%d elapsed=%s records/s=%.0f\n",
+	sum, err := j.send(ctx, truth)
+	fmt.Fprintf(stdout, "requests=%d spans=%d logs=%d elapsed=%s records/s=%.0f\n",
 		sum.Requests, sum.Spans, sum.Logs, sum.Elapsed.Round(time.Millisecond), sum.RecordsPerSecond)
 	if err != nil {
-		err = fmt.Errorf("sending to %s over %s (check -endpoint, -protocol, -insecure): %w", target.Endpoint, target.Protocol, err)
+		err = fmt.Errorf("sending to %s over %s (check -endpoint, -protocol, -insecure): %w", j.target.Endpoint, j.target.Protocol, err)
 	}
 	if file != nil {
 		err = errors.Join(err, file.Close())
@@ -61,7 +87,7 @@ func run(cfg workload.Config, target workload.Target, truthPath string) error {
 }
 
 // parseFlags turns the command line into a run; every error names the flag and the fix.
-func parseFlags(args []string, output io.Writer) (workload.Config, workload.Target, string, error) {
+func parseFlags(args []string, output io.Writer) (job, error) {
 	fs := flag.NewFlagSet("loomgen", flag.ContinueOnError)
 	fs.SetOutput(output)
 	endpoint := fs.String("endpoint", "", "OTLP receiver host:port (default 127.0.0.1:4317 for grpc, 127.0.0.1:4318 for http)")
@@ -76,19 +102,20 @@ func parseFlags(args []string, output io.Writer) (workload.Config, workload.Targ
 		headers[k] = v
 		return nil
 	})
-	scenarios := fs.String("scenario", "healthy", "comma-separated scenarios mixed into healthy traffic: healthy,s1,s2,s3,hotinputs")
-	affected := fs.Float64("affected", 0.12, "share of requests hit by the selected incident(s), 0 to 1")
+	family := fs.String("family", familyLoom, "workload family: loom (today's traffic, incidents S1-S3) or foundry (an unlike platform, eight incidents)")
+	scenarios := fs.String("scenario", "healthy", "comma-separated incidents of the family mixed into healthy traffic; loom: healthy,s1,s2,s3,hotinputs; "+
+		"foundry: healthy,all,tokpool,fielddrop,staletmpl,blackimg,loracold,gpuoom,latewrite,kvthrash")
+	affected := fs.Float64("affected", 0.12, "share of requests hit by the selected incident(s), 0 to 1 (foundry: of the requests after -warmup)")
+	warmup := fs.Int("warmup", 0, "foundry: requests of healthy traffic before the incidents start (0 = a fifth of -requests, or 500)")
 	requests := fs.Int("requests", 0, "stop after this many requests (0 = no limit)")
 	duration := fs.Duration("duration", 0, "stop after this long, e.g. 30s (0 = no limit)")
 	rate := fs.Float64("rate", 0, "target records (spans+logs) per second (0 = as fast as possible)")
 	seed := fs.Uint64("seed", 1, "same seed and flags => same requests, ids and record contents")
 	truth := fs.String("truth", "", "write the ground truth, one JSON object per request, to this file")
 	if err := fs.Parse(args); err != nil {
-		return workload.Config{}, workload.Target{}, "", err
+		return job{}, err
 	}
-	fail := func(format string, a ...any) (workload.Config, workload.Target, string, error) {
-		return workload.Config{}, workload.Target{}, "", fmt.Errorf(format, a...)
-	}
+	fail := func(format string, a ...any) (job, error) { return job{}, fmt.Errorf(format, a...) }
 	if fs.NArg() > 0 {
 		return fail("unexpected argument %q: loomgen takes flags only (see -h)", fs.Arg(0))
 	}
@@ -113,7 +140,21 @@ func parseFlags(args []string, output io.Writer) (workload.Config, workload.Targ
 		target.Insecure = workload.IsLoopback(target.Endpoint)
 	}
 
-	list, err := workload.ParseScenarios(*scenarios)
+	var (
+		list []workload.Scenario
+		err  error
+	)
+	switch *family {
+	case familyLoom:
+		list, err = workload.ParseScenarios(*scenarios)
+		if flagGiven(fs, "warmup") {
+			return fail("-warmup: the loom family's onsets are fixed (S1 after 5%% of the requests); -warmup goes with -family foundry")
+		}
+	case familyFoundry:
+		list, err = foundry.ParseIncidents(*scenarios)
+	default:
+		return fail("-family %q: want loom or foundry", *family)
+	}
 	if err != nil {
 		return fail("-scenario: %v", err)
 	}
@@ -128,12 +169,22 @@ func parseFlags(args []string, output io.Writer) (workload.Config, workload.Targ
 		return fail("set -requests or -duration, e.g. -requests 1000 or -duration 30s; otherwise the run never ends")
 	case *rate < 0:
 		return fail("-rate %v: want 0 (as fast as possible) or a positive number of records per second", *rate)
+	case *warmup < 0:
+		return fail("-warmup %d: want 0 (the default) or more requests", *warmup)
 	}
-	cfg := workload.Config{Scenarios: list, Affected: *affected, Requests: *requests, Duration: *duration, Rate: *rate, Seed: *seed}
-	if err := cfg.Validate(); err != nil {
+	j := job{family: *family, target: target, truth: *truth}
+	pace := workload.Pace{Requests: *requests, Duration: *duration, Rate: *rate}
+	if j.family == familyFoundry {
+		j.foundry = foundry.Config{Incidents: list, Affected: *affected, Warmup: *warmup, Seed: *seed, Pace: pace}
+		err = j.foundry.Validate()
+	} else {
+		j.loom = workload.Config{Scenarios: list, Affected: *affected, Requests: *requests, Duration: *duration, Rate: *rate, Seed: *seed}
+		err = j.loom.Validate()
+	}
+	if err != nil {
 		return fail("%v", err)
 	}
-	return cfg, target, *truth, nil
+	return j, nil
 }
 
 func flagGiven(fs *flag.FlagSet, name string) bool {

@@ -8,20 +8,39 @@ import (
 	"time"
 
 	"github.com/loom-otel/loom/internal/workload"
+	"github.com/loom-otel/loom/internal/workload/foundry"
 )
 
 func TestParseFlags(t *testing.T) {
-	cfg, target, truth, err := parseFlags([]string{"-protocol", "http", "-scenario", "s1,s3", "-affected", "0.2",
+	j, err := parseFlags([]string{"-protocol", "http", "-scenario", "s1,s3", "-affected", "0.2",
 		"-duration", "5s", "-rate", "1000", "-seed", "9", "-truth", "t.jsonl", "-header", "X-Scope-OrgID=a"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg, target := j.loom, j.target
 	want := workload.Config{Scenarios: []workload.Scenario{workload.S1, workload.S3}, Affected: 0.2, Duration: 5 * time.Second, Rate: 1000, Seed: 9}
-	if !reflect.DeepEqual(cfg, want) || truth != "t.jsonl" {
-		t.Fatalf("config %+v, truth %q", cfg, truth)
+	if j.family != familyLoom || !reflect.DeepEqual(cfg, want) || j.truth != "t.jsonl" {
+		t.Fatalf("family %s, config %+v, truth %q", j.family, cfg, j.truth)
 	}
 	if target.Endpoint != "127.0.0.1:4318" || target.Protocol != workload.HTTP || !target.Insecure || target.Headers["X-Scope-OrgID"] != "a" {
 		t.Fatalf("target %+v", target)
+	}
+}
+
+func TestParseFoundryFlags(t *testing.T) {
+	j, err := parseFlags([]string{"-family", "foundry", "-scenario", "tokpool,latewrite", "-affected", "0.3", "-warmup", "40",
+		"-requests", "900", "-seed", "4"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := foundry.Config{Incidents: []workload.Scenario{foundry.TokPool, foundry.LateWrite}, Affected: 0.3, Warmup: 40, Seed: 4,
+		Pace: workload.Pace{Requests: 900}}
+	if j.family != familyFoundry || !reflect.DeepEqual(j.foundry, want) {
+		t.Fatalf("family %s, config %+v", j.family, j.foundry)
+	}
+	all, err := parseFlags([]string{"-family", "foundry", "-scenario", "all", "-duration", "1s"}, io.Discard)
+	if err != nil || !reflect.DeepEqual(all.foundry.Incidents, foundry.Incidents()) {
+		t.Fatalf("-scenario all: %v (%v)", all.foundry.Incidents, err)
 	}
 }
 
@@ -35,9 +54,9 @@ func TestInsecureDefault(t *testing.T) {
 		{[]string{"-requests", "1", "-endpoint", "collector:4317", "-insecure"}, true},
 		{[]string{"-requests", "1", "-insecure=false"}, false},
 	} {
-		_, target, _, err := parseFlags(c.args, io.Discard)
-		if err != nil || target.Insecure != c.want {
-			t.Errorf("%v: Insecure = %v (%v), want %v", c.args, target.Insecure, err, c.want)
+		j, err := parseFlags(c.args, io.Discard)
+		if err != nil || j.target.Insecure != c.want {
+			t.Errorf("%v: Insecure = %v (%v), want %v", c.args, j.target.Insecure, err, c.want)
 		}
 	}
 }
@@ -57,8 +76,13 @@ func TestParseFlagsErrorsNameTheFlag(t *testing.T) {
 		{[]string{"-requests", "1", "-rate", "-5"}, "-rate"},
 		{[]string{"-requests", "1", "stray"}, "flags only"},
 		{[]string{"-requests", "1", "-header", "novalue"}, "-header"},
+		{[]string{"-requests", "1", "-family", "acme"}, "-family"},
+		{[]string{"-requests", "1", "-warmup", "10"}, "-warmup"},
+		{[]string{"-requests", "1", "-family", "foundry", "-warmup", "-1"}, "-warmup"},
+		{[]string{"-requests", "1", "-family", "foundry", "-scenario", "s1"}, "-scenario"},
+		{[]string{"-requests", "1", "-family", "loom", "-scenario", "tokpool"}, "-scenario"},
 	} {
-		_, _, _, err := parseFlags(c.args, io.Discard)
+		_, err := parseFlags(c.args, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), c.flag) {
 			t.Errorf("%v: error %v, want one naming %s", c.args, err, c.flag)
 		}
