@@ -119,10 +119,10 @@ func TestHealthyTraffic(t *testing.T) {
 				switch k := string(kv.Key); k {
 				case "orch.lane", "orch.template", "gen_ai.response.finish_reasons", "judge.grade", "prefix_cache", "img.preset":
 					if chat || k == "img.preset" {
-						count(k, kv.Value.Emit())
+						count(k, kv.Value.String())
 					}
 				case "guard.flagged", "img.nsfw_filtered":
-					count(k, kv.Value.Emit())
+					count(k, kv.Value.String())
 				}
 			}
 		}
@@ -287,7 +287,7 @@ type attributeKV struct{ key, value string }
 func kvsOf(attrs []attribute.KeyValue) []attributeKV {
 	out := make([]attributeKV, len(attrs))
 	for i, kv := range attrs {
-		out[i] = attributeKV{string(kv.Key), kv.Value.Emit()}
+		out[i] = attributeKV{string(kv.Key), kv.Value.String()}
 	}
 	return out
 }

@@ -85,7 +85,7 @@ func carries(r *workload.Request, key, value string) bool {
 			return true
 		}
 		for _, kv := range s.Attrs {
-			if canonical(string(kv.Key)) == key && kv.Value.Emit() == value {
+			if canonical(string(kv.Key)) == key && kv.Value.String() == value {
 				return true
 			}
 		}

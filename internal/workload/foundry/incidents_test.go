@@ -135,8 +135,8 @@ func checkEvidence(t *testing.T, r *workload.Request, ev workload.Evidence) {
 	s := spans[0]
 	switch ev.Kind {
 	case workload.EvidenceValue, workload.EvidenceErrorAttribute:
-		if v, _ := attr(s.Attrs, ev.Attribute); v.Emit() != ev.Value {
-			t.Fatalf("%s: %s=%q at %s, evidence says %q", r.Truth.ReqID, ev.Attribute, v.Emit(), ev.Stage, ev.Value)
+		if v, _ := attr(s.Attrs, ev.Attribute); v.String() != ev.Value {
+			t.Fatalf("%s: %s=%q at %s, evidence says %q", r.Truth.ReqID, ev.Attribute, v.String(), ev.Stage, ev.Value)
 		}
 	case workload.EvidenceMissingField:
 		if _, ok := attr(s.Attrs, ev.Attribute); ok {
@@ -195,8 +195,8 @@ func contrastEvidence(t *testing.T, run incidentRun, ev workload.Evidence) {
 			}
 		}
 		for _, s := range healthy {
-			if v, _ := attr(s.Attrs, ev.Attribute); failingValues[v.Emit()] {
-				t.Fatalf("healthy %s has %s=%s, a value of the failure", ev.Stage, ev.Attribute, v.Emit())
+			if v, _ := attr(s.Attrs, ev.Attribute); failingValues[v.String()] {
+				t.Fatalf("healthy %s has %s=%s, a value of the failure", ev.Stage, ev.Attribute, v.String())
 			}
 		}
 	case workload.EvidenceMissingField:
