@@ -26,6 +26,8 @@ BPF_PKG     := receiver/gpureceiver/internal/ioctltrace
 # the machine is loaded (golang/go#75804, fixed in Go 1.27).
 FUZZEXECS   ?= 30000x
 BENCHTIME   ?= 1s
+# The Helm chart, and the Go module that tests it (Helm's SDK has its own dependencies).
+HELM_DIR    := distribution/helm
 # Packages holding a component generated from metadata.yaml.
 METADATA    := $(shell find . -name metadata.yaml -not -path './.git/*' -not -path '*/testdata/*' | sort)
 
@@ -34,7 +36,7 @@ export CGO_ENABLED := 1
 # the build's output.
 export CGO_CFLAGS := -O2 -g -Wno-deprecated-declarations
 
-.PHONY: all tools bpf-deps tracefs generate generate-check build run gpu-check test test-deps unit fuzz e2e bench lint fmt clean
+.PHONY: all tools bpf-deps tracefs generate generate-check helm-golden build run gpu-check test test-deps unit fuzz e2e bench lint fmt clean
 
 all: build
 
@@ -68,11 +70,19 @@ generate: tools bpf-deps
 	gofmt -w $(DIST_DIR)/*.go
 	for meta in $(METADATA); do (cd "$$(dirname $$meta)" && $(MDATAGEN) metadata.yaml); done
 	cd $(BPF_PKG) && $(GO) generate ./...
+	$(MAKE) --no-print-directory helm-golden
+
+# The chart's built-in collector configs are distribution/agent.yaml and
+# gateway.yaml (a chart reads only its own files); its golden renders follow.
+helm-golden:
+	cp distribution/agent.yaml distribution/gateway.yaml $(HELM_DIR)/loom/files/
+	cd $(HELM_DIR) && $(GO) test -count=1 -run '^TestGoldenRenders$$' ./charttest/ -update
 
 # Fails when the committed generated sources differ from what `make generate` writes.
+GENERATED   = $(DIST_DIR) $(dir $(METADATA)) $(BPF_PKG) $(HELM_DIR)/loom/files $(HELM_DIR)/charttest/testdata/golden
 generate-check: generate
-	git diff --exit-code -- $(DIST_DIR) $(dir $(METADATA)) $(BPF_PKG) || { echo "generated sources are stale: run 'make generate' and commit the result" >&2; exit 1; }
-	test -z "$$(git status --porcelain -- $(DIST_DIR) $(dir $(METADATA)) $(BPF_PKG))" || { git status --porcelain -- $(DIST_DIR) $(dir $(METADATA)) $(BPF_PKG); echo "make generate wrote files that are not committed" >&2; exit 1; }
+	git diff --exit-code -- $(GENERATED) || { echo "generated sources are stale: run 'make generate' and commit the result" >&2; exit 1; }
+	test -z "$$(git status --porcelain -- $(GENERATED))" || { git status --porcelain -- $(GENERATED); echo "make generate wrote files that are not committed" >&2; exit 1; }
 
 # --- build and run ---------------------------------------------------------
 build: tools
@@ -98,6 +108,7 @@ test-deps:
 unit: test-deps tracefs
 	$(GO) test -count=1 ./...
 	$(GO) test -count=1 -tags '$(BUILD_TAGS)' $(TAGGED_PKGS)
+	cd $(HELM_DIR) && $(GO) test -count=1 ./...
 
 # Every fuzz target runs FUZZEXECS inputs on top of its seed corpus.
 fuzz:
@@ -110,6 +121,7 @@ fuzz:
 
 e2e: build test-deps
 	LOOM_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -tags e2e -timeout 20m ./test/e2e/...
+	cd $(HELM_DIR) && LOOM_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -tags e2e -run '^TestRenderedConfigsValidate$$' ./charttest/
 
 # Benchmarks print ratios against baselines measured side by side in the same run.
 bench: test-deps tracefs
@@ -124,6 +136,7 @@ lint: $(GOLANGCI)
 	$(GO) vet -tags '$(BUILD_TAGS)' $(TAGGED_PKGS)
 	$(GOLANGCI) run ./...
 	$(GOLANGCI) run --build-tags '$(BUILD_TAGS)' $(TAGGED_PKGS)
+	cd $(HELM_DIR) && $(GO) vet -tags e2e ./... && $(GOLANGCI) run ./...
 
 fmt:
 	gofmt -w $$(git ls-files --cached --others --exclude-standard '*.go')
