@@ -64,13 +64,15 @@ tracefs:
 
 # --- generated sources -----------------------------------------------------
 # ocb writes distribution/otelcol-loom (main, components, go.mod, go.sum) from
-# builder-config.yaml; mdatagen writes each component's metadata code and docs.
+# builder-config.yaml; mdatagen writes each component's metadata code and docs;
+# the Grafana dashboards' JSON comes from their Go code in distribution/grafana.
 generate: tools bpf-deps
 	$(BUILDER) --config builder-config.yaml --skip-compilation
 	gofmt -w $(DIST_DIR)/*.go
 	for meta in $(METADATA); do (cd "$$(dirname $$meta)" && $(MDATAGEN) metadata.yaml); done
 	cd $(BPF_PKG) && $(GO) generate ./...
 	$(MAKE) --no-print-directory helm-golden
+	$(GO) test -count=1 -run '^TestDashboardsAreGenerated$$' ./distribution/grafana/ -update
 
 # The chart's built-in collector configs are distribution/agent.yaml and
 # gateway.yaml (a chart reads only its own files); its golden renders follow.
@@ -79,7 +81,7 @@ helm-golden:
 	cd $(HELM_DIR) && $(GO) test -count=1 -run '^TestGoldenRenders$$' ./charttest/ -update
 
 # Fails when the committed generated sources differ from what `make generate` writes.
-GENERATED   = $(DIST_DIR) $(dir $(METADATA)) $(BPF_PKG) $(HELM_DIR)/loom/files $(HELM_DIR)/charttest/testdata/golden
+GENERATED   = $(DIST_DIR) $(dir $(METADATA)) $(BPF_PKG) $(HELM_DIR)/loom/files $(HELM_DIR)/charttest/testdata/golden distribution/grafana/dashboards
 generate-check: generate
 	git diff --exit-code -- $(GENERATED) || { echo "generated sources are stale: run 'make generate' and commit the result" >&2; exit 1; }
 	test -z "$$(git status --porcelain -- $(GENERATED))" || { git status --porcelain -- $(GENERATED); echo "make generate wrote files that are not committed" >&2; exit 1; }
