@@ -147,6 +147,12 @@ func TestDefaultsMakeTheTwoTiers(t *testing.T) {
 		}
 	})
 
+	t.Run("GPU metrics labelled by GPU", func(t *testing.T) {
+		if at(agent.config, "exporters", "prometheus", "resource_to_telemetry_conversion", "enabled") != true {
+			t.Error("the prometheus exporter drops the GPUs' resource attributes: two GPUs of a node would write one series")
+		}
+	})
+
 	t.Run("agent identity from the downward API", func(t *testing.T) {
 		for name, field := range map[string]string{"K8S_NODE_NAME": "spec.nodeName", "K8S_POD_UID": "metadata.uid"} {
 			from := agent.envFrom(name)
