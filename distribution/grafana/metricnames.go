@@ -19,8 +19,9 @@ type Documentation struct {
 // DocumentedMetric is a metric a documentation.md lists, with the names
 // Prometheus gives it.
 type DocumentedMetric struct {
-	Doc, Name, Unit, Type string
-	Monotonic             bool
+	// Type is Sum, Gauge or Histogram; ValueType Int or Double.
+	Doc, Name, Unit, Type, ValueType string
+	Monotonic                        bool
 	// Internal is true for the collector's own telemetry, which the
 	// service's Prometheus reader exports under the documented name;
 	// other metrics go through the prometheus exporter, which adds the
@@ -154,7 +155,7 @@ func parseDocumentation(file string, raw []byte) (Documentation, error) {
 			}
 			switch table {
 			case "metric":
-				metric.Unit, metric.Type, metric.Monotonic = row["Unit"], row["Metric Type"], row["Monotonic"] == "true"
+				metric.Unit, metric.Type, metric.ValueType, metric.Monotonic = row["Unit"], row["Metric Type"], row["Value Type"], row["Monotonic"] == "true"
 				if metric.Type == "" {
 					return doc, fmt.Errorf("%s: metric %s: no Metric Type in its table", file, metric.Name)
 				}

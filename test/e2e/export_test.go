@@ -35,6 +35,7 @@ type lokiPushes struct {
 type lokiEntry struct {
 	labels   string
 	metadata map[string]string
+	line     string
 }
 
 func (l *lokiPushes) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -63,7 +64,7 @@ func (l *lokiPushes) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			for _, kv := range e.StructuredMetadata {
 				md[kv.Name] = kv.Value
 			}
-			l.entries = append(l.entries, lokiEntry{labels: stream.Labels, metadata: md})
+			l.entries = append(l.entries, lokiEntry{labels: stream.Labels, metadata: md, line: e.Line})
 		}
 	}
 	w.WriteHeader(http.StatusNoContent)
