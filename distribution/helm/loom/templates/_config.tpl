@@ -77,11 +77,6 @@ extensions:
     filename: /etc/loom/gateway-auth/{{ $v.gateway.auth.key }}
 {{- end }}
 exporters:
-  # The GPU metrics keep their GPU's resource attributes (host_name, gpu_id,
-  # hw_name, ...) as labels: without them the GPUs of one node write one series.
-  prometheus:
-    resource_to_telemetry_conversion:
-      enabled: true
   load_balancing:
     {{- if $v.gateway.tls.enabled }}
     protocol:
