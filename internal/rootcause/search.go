@@ -67,34 +67,50 @@ func (lat *lattice) newState(obs *observations, sign float64) *state {
 	st.stamp = make([]int32, most)
 	for _, c := range lat.cuboids {
 		for e := range int32(c.elems) {
-			st.score(c, e)
+			st.sum(c, e)
+			if st.sign != 0 {
+				st.score(c, e)
+			}
 		}
 	}
 	return st
 }
 
-// score computes element e of cuboid c over the uncovered leaves.
+// sum adds up element e of cuboid c over the uncovered leaves.
+func (st *state) sum(c *cuboid, e int32) {
+	s := &st.stats[c.index][e]
+	*s = elemStats{}
+	obs := st.obs
+	for _, li := range c.leavesOf(e) {
+		if w := obs.prec[li]; w != 0 && !st.covered[li] {
+			s.add(obs, li, 1)
+		}
+	}
+}
+
+// add adds (sign 1) or removes (-1) leaf li's evidence.
+func (s *elemStats) add(obs *observations, li int32, sign float64) {
+	w := obs.prec[li]
+	s.n += sign
+	s.w += sign * w
+	s.wd += sign * w * obs.dev[li]
+	s.size += sign * obs.size[li]
+}
+
+// score scores element e of cuboid c from its sums: its leaves' likelihood
+// if its mean departure alone is worth its name, in the direction searched
+// (its own for sign 0).
 func (st *state) score(c *cuboid, e int32) {
 	s := &st.stats[c.index][e]
-	*s = elemStats{own: math.Inf(-1)}
-	obs, leaves := st.obs, c.leavesOf(e)
-	for _, li := range leaves {
-		w := obs.prec[li]
-		if w == 0 || st.covered[li] {
-			continue
-		}
-		s.n++
-		s.w += w
-		s.wd += w * obs.dev[li]
-		s.size += obs.size[li]
-	}
+	s.llr, s.scored, s.own = 0, false, math.Inf(-1)
 	sign := cmp.Or(st.sign, math.Copysign(1, s.wd))
-	if s.n == 0 || s.wd*sign <= 0 || 0.5*s.wd*s.wd/s.w <= c.penalty {
+	if s.n < 0.5 || s.w <= 0 || s.wd*sign <= 0 || 0.5*s.wd*s.wd/s.w <= c.penalty {
 		return
 	}
 	s.scored = true
 	mu := s.wd / s.w
-	for _, li := range leaves {
+	obs := st.obs
+	for _, li := range c.leavesOf(e) {
 		if obs.prec[li] != 0 && !st.covered[li] {
 			s.llr += obs.leafLLR(int(li), mu)
 		}
@@ -102,23 +118,32 @@ func (st *state) score(c *cuboid, e int32) {
 	s.own = s.llr - c.penalty - 0.5*math.Log(s.n+1)
 }
 
-// cover marks the leaves of element e of cuboid c covered and scores again
-// the elements that held any of them.
+// cover marks the leaves of element e of cuboid c covered, takes them out
+// of the sums of the elements that held them, and scores those again.
 func (st *state) cover(c *cuboid, e int32) {
 	var newly []int32
 	for _, li := range c.leavesOf(e) {
 		if !st.covered[li] {
 			st.covered[li] = true
-			newly = append(newly, li)
+			if st.obs.prec[li] != 0 {
+				newly = append(newly, li)
+			}
 		}
 	}
 	for _, cc := range st.lat.cuboids {
 		st.round++
+		stats := st.stats[cc.index]
+		var touched []int32
 		for _, li := range newly {
-			if te := cc.leafElem[li]; st.stamp[te] != st.round {
+			te := cc.leafElem[li]
+			stats[te].add(st.obs, li, -1)
+			if st.stamp[te] != st.round {
 				st.stamp[te] = st.round
-				st.score(cc, te)
+				touched = append(touched, te)
 			}
+		}
+		for _, te := range touched {
+			st.score(cc, te)
 		}
 	}
 }
@@ -128,30 +153,72 @@ func (st *state) cover(c *cuboid, e int32) {
 // measure one way. Where nothing stands out, it is the way the totals moved.
 func (lat *lattice) direction(obs *observations) float64 {
 	st := lat.newState(obs, 0)
-	var up, down, sumReal, sumPredict float64
+	var sumReal, sumPredict float64
 	for li := range lat.leaves {
 		sumReal += obs.real[li]
 		sumPredict += obs.predict[li]
 	}
-	for _, stats := range st.stats {
-		for _, s := range stats {
+	// The strongest few elements each way by their mean departure are
+	// scored in full.
+	type pick struct {
+		c     *cuboid
+		e     int32
+		shift float64
+	}
+	var up, down []pick // the directionCandidates largest shifts, unordered
+	keep := func(picks []pick, p pick) []pick {
+		if len(picks) < directionCandidates {
+			return append(picks, p)
+		}
+		weakest := 0
+		for i := range picks {
+			if picks[i].shift < picks[weakest].shift {
+				weakest = i
+			}
+		}
+		if p.shift > picks[weakest].shift {
+			picks[weakest] = p
+		}
+		return picks
+	}
+	for _, c := range lat.cuboids {
+		for e, s := range st.stats[c.index] {
+			if s.w <= 0 || s.wd == 0 {
+				continue
+			}
+			p := pick{c, int32(e), 0.5*s.wd*s.wd/s.w - c.penalty}
+			if p.shift <= 0 {
+				continue // cannot be scored
+			}
 			if s.wd > 0 {
-				up = max(up, s.own)
+				up = keep(up, p)
 			} else {
-				down = max(down, s.own)
+				down = keep(down, p)
 			}
 		}
 	}
+	strongest := func(picks []pick) float64 {
+		best := 0.0
+		for _, p := range picks {
+			st.score(p.c, p.e)
+			best = max(best, st.stats[p.c.index][p.e].own)
+		}
+		return best
+	}
+	upScore, downScore := strongest(up), strongest(down)
 	switch {
-	case up > down:
+	case upScore > downScore:
 		return 1
-	case down > up:
+	case downScore > upScore:
 		return -1
 	case sumReal < sumPredict:
 		return -1
 	}
 	return 1
 }
+
+// directionCandidates is how many elements each way direction scores.
+const directionCandidates = 64
 
 type found struct {
 	c     *cuboid
