@@ -119,6 +119,10 @@ func TestLocalizeCounts(t *testing.T) {
 	if _, _, err := runCmd("localize", "--format", "counts", path); err == nil || !strings.Contains(err.Error(), "--at") {
 		t.Errorf("counts without --at: %v", err)
 	}
+	if _, _, err := runCmd("localize", "--format", "counts", "--at", "1700000630", path); err == nil ||
+		!strings.Contains(err.Error(), "no row at minute 1700000630 (--at); the file's minutes run from 1700000000 to 1700000600") {
+		t.Errorf("--at off the minutes: %v", err)
+	}
 }
 
 func TestBench(t *testing.T) {

@@ -64,12 +64,25 @@ func LocalizeFile(path string, format Format, at int64, opts rootcause.Options) 
 		if leaves, err = rootcause.FromCounts(rows, at); err != nil {
 			return Localized{}, fmt.Errorf("%s: %w", path, err)
 		}
+		if len(leaves) == 0 && len(rows) > 0 {
+			first, last := minutes(rows)
+			return Localized{}, fmt.Errorf("%s: no row at minute %d (--at); the file's minutes run from %d to %d", path, at, first, last)
+		}
 	}
 	cands, err := rootcause.Localize(leaves, opts)
 	if err != nil {
 		return Localized{}, fmt.Errorf("%s: %w", path, err)
 	}
 	return Localized{Candidates: cands, Elapsed: time.Since(start), CPU: cpuTime() - startCPU}, nil
+}
+
+// minutes is the first and last minute of rows (not empty).
+func minutes(rows []rootcause.CountRow) (first, last int64) {
+	first, last = rows[0].Minute, rows[0].Minute
+	for _, r := range rows {
+		first, last = min(first, r.Minute), max(last, r.Minute)
+	}
+	return first, last
 }
 
 // CaseResult is one scored case.
