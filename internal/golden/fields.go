@@ -24,3 +24,27 @@ const (
 	// SMInstructions is the number of GPU streaming-multiprocessor instructions executed.
 	SMInstructions = ResourceUsagePrefix + "sm_instructions"
 )
+
+// Resource usage facts of a generation, as LLM instrumentation libraries and
+// serving engines report them (aliases.go maps their names here). Times are
+// in milliseconds.
+const (
+	InputTokens  = ResourceUsagePrefix + "input_tokens"
+	OutputTokens = ResourceUsagePrefix + "output_tokens"
+	TotalTokens  = ResourceUsagePrefix + "total_tokens"
+	// TTFTMs is the time to first token; TPOTMs the time per output token after it.
+	TTFTMs = ResourceUsagePrefix + "ttft_ms"
+	TPOTMs = ResourceUsagePrefix + "tpot_ms"
+	// QueueMs is the time the request waited before the engine scheduled it.
+	QueueMs = ResourceUsagePrefix + "queue_ms"
+	// PrefillMs and DecodeMs split the engine's time between the prompt and the output.
+	PrefillMs = ResourceUsagePrefix + "prefill_ms"
+	DecodeMs  = ResourceUsagePrefix + "decode_ms"
+	// ForwardMs, ExecuteMs, InferenceMs and SchedulerMs are vLLM's finer
+	// splits: forward passes, model execution with its syncs and sampling,
+	// inference (prefill and decode), and scheduling.
+	ForwardMs   = ResourceUsagePrefix + "forward_ms"
+	ExecuteMs   = ResourceUsagePrefix + "execute_ms"
+	InferenceMs = ResourceUsagePrefix + "inference_ms"
+	SchedulerMs = ResourceUsagePrefix + "scheduler_ms"
+)

@@ -8,7 +8,7 @@ func TestIsPerRecord(t *testing.T) {
 			t.Errorf("IsPerRecord(%q) = false", name)
 		}
 	}
-	for _, name := range []string{"", "service.name", "tenant_id", TraceID, "resource_usage", InputTokens} {
+	for _, name := range []string{"", "service.name", "tenant_id", TraceID, "resource_usage", GenAIInputTokens} {
 		if IsPerRecord(name) {
 			t.Errorf("IsPerRecord(%q) = true", name)
 		}

@@ -213,8 +213,8 @@ func (f forward) attrs(modelVer string) []attribute.KeyValue {
 	kv := []attribute.KeyValue{
 		attribute.String(golden.ModelVer, modelVer),
 		attribute.String("gen_ai.request.model", modelVer),
-		attribute.Int(golden.InputTokens, f.inTokens),
-		attribute.Int(golden.OutputTokens, f.outTokens),
+		attribute.Int(golden.GenAIInputTokens, f.inTokens),
+		attribute.Int(golden.GenAIOutputTokens, f.outTokens),
 		attribute.Int(golden.Tokens, f.inTokens),
 		latency(f.latency),
 		attribute.Int64(golden.GPUMemMb, f.gpuMemMb),

@@ -23,7 +23,7 @@ func TestExtraction(t *testing.T) {
 		{
 			name: "gateway JSON, nested keys flattened",
 			body: `{"level":"info","msg":"received request","req_id":"req-1715234890123-a1b2c3","usage":{"prompt_tokens":523},"latency_ms":12.5}`,
-			want: map[string]any{"level": "info", "msg": "received request", "req_id": "req-1715234890123-a1b2c3", "gen_ai.usage.input_tokens": int64(523), "resource_usage.latency_ms": 12.5},
+			want: map[string]any{"level": "info", "msg": "received request", "req_id": "req-1715234890123-a1b2c3", "resource_usage.input_tokens": int64(523), "resource_usage.latency_ms": 12.5},
 		},
 		{
 			name: "logfmt from postproc",
