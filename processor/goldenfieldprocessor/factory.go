@@ -48,10 +48,8 @@ func createDefaultConfig() component.Config {
 			// req-… and req_… ids in free text; "req_id" itself is not an id.
 			Patterns: []string{`\b(?P<req_id>req[-_][a-z_-]*[0-9][0-9A-Za-z_-]*)`},
 		},
-		Normalize: NormalizeConfig{
-			NumericFields: []string{golden.InputTokens, golden.OutputTokens},
-			MaxValueBytes: 4096,
-		},
+		// Token counts are resource_usage.* facts, numeric like every one.
+		Normalize: NormalizeConfig{MaxValueBytes: 4096},
 		InputHash: InputHashConfig{
 			SourceFields:  []string{"prompt", "gen_ai.prompt", "input", "messages", "gen_ai.input.messages", "llm.input_messages"},
 			Normalization: golden.NormalizeWhitespace,

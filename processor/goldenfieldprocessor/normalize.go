@@ -17,11 +17,12 @@ import (
 
 // fieldRole says what the processor does with an attribute of a given key.
 type fieldRole struct {
-	canonical string // set for an alias: the name its value moves to
-	keep      bool   // the alias stays in place after its value is copied (gen_ai.*)
-	numeric   bool   // the value (of the canonical field) must be a number
-	input     bool   // raw input: hashed into input_hash, then redacted
-	sensitive bool   // redacted
+	canonical string       // set for an alias: the name its value moves to
+	keep      bool         // the alias stays in place after its value is copied (gen_ai.*)
+	convert   golden.Alias // scaling, prefix trimming and precedence of a default alias
+	numeric   bool         // the value (of the canonical field) must be a number
+	input     bool         // raw input: hashed into input_hash, then redacted
+	sensitive bool         // redacted
 }
 
 // newFieldTable merges the default aliases with the configured ones and marks
@@ -53,7 +54,11 @@ func newFieldTable(c *Config) (map[string]fieldRole, []error) {
 			errs = append(errs, fmt.Errorf("normalize.aliases[%s]: maps to %q, which is itself an alias; map every alias straight to a canonical name", alias, canonical))
 			continue
 		}
-		table[alias] = fieldRole{canonical: canonical, keep: golden.KeepsSource(alias), numeric: isNumeric(canonical)}
+		role := fieldRole{canonical: canonical, keep: golden.KeepsSource(alias), numeric: isNumeric(canonical)}
+		if convert, ok := golden.AliasOf(alias); ok && convert.Canonical == canonical {
+			role.convert = convert
+		}
+		table[alias] = role
 	}
 	for f := range numeric {
 		table[f] = fieldRole{numeric: true}
@@ -114,6 +119,7 @@ func (c *compiled) normalize(attrs pcommon.Map, sc *scratch, t *tally) {
 		return true
 	})
 	c.copyAliases(attrs, sc)
+	deriveTPOT(attrs)
 	for _, k := range sc.numeric {
 		if canonical := c.fields[k].canonical; canonical != "" {
 			k = canonical
@@ -135,18 +141,75 @@ func (c *compiled) normalize(attrs pcommon.Map, sc *scratch, t *tally) {
 }
 
 // copyAliases copies alias values to their canonical names; a canonical name
-// already present wins over its aliases, and of several aliases of one name the
-// first in name order wins, whatever order the attributes came in. The aliases
-// go in removeAttributes.
+// already present wins over its aliases, and of several aliases of one name a
+// preferred one (golden.Alias.Preferred) wins, then the first in name order,
+// whatever order the attributes came in. The aliases go in removeAttributes.
 func (c *compiled) copyAliases(attrs pcommon.Map, sc *scratch) {
-	slices.Sort(sc.aliases)
+	slices.SortFunc(sc.aliases, func(a, b string) int {
+		pa, pb := c.fields[a].convert.Preferred, c.fields[b].convert.Preferred
+		if pa != pb {
+			if pa {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
 	for _, alias := range sc.aliases {
 		role := c.fields[alias]
 		if _, exists := attrs.Get(role.canonical); !exists {
 			v, _ := attrs.Get(alias)
-			copyValue(attrs, role.canonical, v)
+			putConverted(attrs, role, v)
 		}
 	}
+}
+
+// putConverted copies an alias's value to its canonical name, scaled or
+// trimmed as the convention says. A value that cannot be scaled is copied
+// as it is, for validation to report.
+func putConverted(attrs pcommon.Map, role fieldRole, v pcommon.Value) {
+	convert := role.convert
+	switch {
+	case convert.Scale != 0 && v.Type() == pcommon.ValueTypeInt:
+		attrs.PutDouble(role.canonical, float64(v.Int())*convert.Scale)
+	case convert.Scale != 0 && v.Type() == pcommon.ValueTypeDouble:
+		attrs.PutDouble(role.canonical, v.Double()*convert.Scale)
+	case len(convert.TrimPrefix) > 0 && v.Type() == pcommon.ValueTypeStr:
+		s := v.Str()
+		for _, prefix := range convert.TrimPrefix {
+			if trimmed, ok := strings.CutPrefix(s, prefix); ok && trimmed != "" {
+				s = trimmed
+				break
+			}
+		}
+		attrs.PutStr(role.canonical, s)
+	default:
+		copyValue(attrs, role.canonical, v)
+	}
+}
+
+// deriveTPOT adds the time per output token to a generation that reports
+// its latency, time to first token and output tokens but not that.
+func deriveTPOT(attrs pcommon.Map) {
+	if _, ok := attrs.Get(golden.TPOTMs); ok {
+		return
+	}
+	latency, ok1 := attrs.Get(golden.LatencyMs)
+	ttft, ok2 := attrs.Get(golden.TTFTMs)
+	tokens, ok3 := attrs.Get(golden.OutputTokens)
+	if !ok1 || !ok2 || !ok3 || !coerceNumber(latency) || !coerceNumber(ttft) || !coerceNumber(tokens) {
+		return
+	}
+	if tpot, ok := golden.TPOT(asFloat(latency), asFloat(ttft), int64(asFloat(tokens))); ok {
+		attrs.PutDouble(golden.TPOTMs, tpot)
+	}
+}
+
+func asFloat(v pcommon.Value) float64 {
+	if v.Type() == pcommon.ValueTypeInt {
+		return float64(v.Int())
+	}
+	return v.Double()
 }
 
 // copyValue puts a copy of v under key. v must not be read after attrs changes,
