@@ -1,6 +1,7 @@
 package ioctltrace // import "github.com/loom-otel/loom/receiver/gpureceiver/internal/ioctltrace"
 
 import (
+	"path"
 	"regexp"
 	"strings"
 )
@@ -29,6 +30,14 @@ func containerOf(cgroup, parent string) (containerID, podUID string) {
 		podUID = strings.ReplaceAll(m[1], "_", "-")
 	}
 	return containerID, podUID
+}
+
+// ContainerOfCgroupPath reads the container id and pod uid from a
+// process's cgroup v2 path, as /proc/<pid>/cgroup gives it after "0::".
+func ContainerOfCgroupPath(p string) (containerID, podUID string) {
+	dir, cgroup := path.Split(strings.TrimRight(p, "/"))
+	_, parent := path.Split(strings.TrimRight(dir, "/"))
+	return containerOf(cgroup, parent)
 }
 
 type container struct{ id, pod string }

@@ -51,11 +51,8 @@ func (id identity) newRecord(logs plog.Logs, event string, ts pcommon.Timestamp)
 // appendXID adds a gpu.xid record for an XID error on the device.
 func appendXID(logs plog.Logs, id identity, xid uint64, ts pcommon.Timestamp) {
 	lr := id.newRecord(logs, EventXID, ts)
-	desc := xidDescription(xid)
-	sev, text := plog.SeverityNumberError, "ERROR"
-	if applicationXIDs[xid] {
-		sev, text = plog.SeverityNumberWarn, "WARN"
-	}
+	desc := XIDDescription(xid)
+	sev, text := XIDSeverity(xid)
 	lr.SetSeverityNumber(sev)
 	lr.SetSeverityText(text)
 	lr.Body().SetStr(fmt.Sprintf("XID %d on %s: %s", xid, id.id, desc))
@@ -111,7 +108,16 @@ var xids = map[uint64]string{
 	154: "GPU recovery action changed (nvidia-smi -q shows the action needed)",
 }
 
-func xidDescription(xid uint64) string {
+// XIDSeverity is WARN for the XIDs an application causes and ERROR for the others.
+func XIDSeverity(xid uint64) (plog.SeverityNumber, string) {
+	if applicationXIDs[xid] {
+		return plog.SeverityNumberWarn, "WARN"
+	}
+	return plog.SeverityNumberError, "ERROR"
+}
+
+// XIDDescription says what an XID means.
+func XIDDescription(xid uint64) string {
 	if d, ok := xids[xid]; ok {
 		return d
 	}

@@ -10,9 +10,9 @@ import (
 )
 
 func TestXIDDescription(t *testing.T) {
-	assert.Equal(t, "GPU has fallen off the bus", xidDescription(79))
-	assert.Equal(t, "Double-bit ECC error", xidDescription(48))
-	assert.Equal(t, "see NVIDIA XID catalog", xidDescription(4242))
+	assert.Equal(t, "GPU has fallen off the bus", XIDDescription(79))
+	assert.Equal(t, "Double-bit ECC error", XIDDescription(48))
+	assert.Equal(t, "see NVIDIA XID catalog", XIDDescription(4242))
 	for _, xid := range []uint64{13, 31, 32, 43, 45, 48, 61, 62, 63, 64, 68, 69, 74, 79, 92, 94, 95, 119, 120, 121, 140} {
 		assert.Contains(t, xids, xid)
 	}
