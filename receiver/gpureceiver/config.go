@@ -25,6 +25,21 @@ type Config struct {
 	NVML NVMLConfig `mapstructure:"nvml"`
 	// Ioctl configures the eBPF tracer of the driver's ioctls.
 	Ioctl IoctlConfig `mapstructure:"ioctl"`
+	// Kmsg configures the XID errors read from the kernel log.
+	Kmsg KmsgConfig `mapstructure:"kmsg"`
+}
+
+// KmsgConfig configures the XID errors read from the kernel log: every
+// XID, repeats included, and the ones NVML cannot report (79, 119, 120).
+type KmsgConfig struct {
+	Enabled bool `mapstructure:"enabled"`
+	// Path is /dev/kmsg, or a file or FIFO of kernel log lines.
+	Path string `mapstructure:"path"`
+	// ProcPath is the host's /proc, where the pid an XID names is resolved
+	// to its container.
+	ProcPath string `mapstructure:"proc_path"`
+	// FromStart reads the XIDs the kernel log already holds.
+	FromStart bool `mapstructure:"from_start"`
 }
 
 // NVMLConfig configures the NVML part.
@@ -88,8 +103,9 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
-	if !c.NVML.Enabled && !c.Ioctl.Enabled {
-		errs = append(errs, errors.New("nvml.enabled and ioctl.enabled are both false: enable at least one part, or remove the receiver"))
+	check(!c.Kmsg.Enabled || c.Kmsg.Path != "", "kmsg.path", "must be set, e.g. /dev/kmsg; or set kmsg.enabled: false")
+	if !c.NVML.Enabled && !c.Ioctl.Enabled && !c.Kmsg.Enabled {
+		errs = append(errs, errors.New("nvml.enabled, ioctl.enabled and kmsg.enabled are all false: enable at least one part, or remove the receiver"))
 	}
 	return errors.Join(errs...)
 }

@@ -33,6 +33,7 @@ func TestLoadConfig(t *testing.T) {
 	assert.Equal(t, "/dev/null", cfg.Ioctl.Devices[2].Path)
 	assert.Equal(t, 50*time.Millisecond, cfg.Ioctl.SlowThreshold)
 	assert.Equal(t, 64, cfg.Ioctl.MaxProcesses)
+	assert.Equal(t, KmsgConfig{Enabled: true, Path: "/var/log/kern.fifo", ProcPath: "/host/proc", FromStart: true}, cfg.Kmsg)
 }
 
 func TestValidateNamesKeyAndFix(t *testing.T) {
@@ -41,7 +42,8 @@ func TestValidateNamesKeyAndFix(t *testing.T) {
 		edit func(*Config)
 		want string
 	}{
-		"no part":        {func(c *Config) { c.NVML.Enabled, c.Ioctl.Enabled = false, false }, "enable at least one part"},
+		"no part":        {func(c *Config) { c.NVML.Enabled, c.Ioctl.Enabled, c.Kmsg.Enabled = false, false, false }, "enable at least one part"},
+		"kmsg path":      {func(c *Config) { c.Kmsg.Path = "" }, "kmsg.path: must be set"},
 		"ring size":      {func(c *Config) { c.Ioctl.RingBufferSize = 5000 }, "ioctl.ring_buffer_size: must be a power of two"},
 		"two selectors":  {func(c *Config) { c.Ioctl.Devices = []ioctltrace.DeviceMatch{{Major: &major, Path: "/dev/x"}} }, "ioctl.devices[0]: set exactly one of"},
 		"bad kind":       {func(c *Config) { c.Ioctl.Devices[0].Kind = "fb" }, `ioctl.devices[0]: kind: "fb" is not rm or uvm`},

@@ -57,6 +57,7 @@ func createDefaultConfig() component.Config {
 			RingBufferSize: 1 << 20,
 			MaxProcesses:   256,
 		},
+		Kmsg: KmsgConfig{Enabled: true, Path: "/dev/kmsg", ProcPath: "/proc"},
 	}
 }
 

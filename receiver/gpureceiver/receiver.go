@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/loom-otel/loom/receiver/gpureceiver/internal/ioctltrace"
+	"github.com/loom-otel/loom/receiver/gpureceiver/internal/kmsg"
 	"github.com/loom-otel/loom/receiver/gpureceiver/internal/metadata"
 	"github.com/loom-otel/loom/receiver/gpureceiver/internal/nvmlsource"
 )
@@ -127,6 +128,10 @@ func (r *gpuReceiver) start(host component.Host) {
 				zap.String("attach", string(tracer.Attach())), zap.Stringer("parameter_layouts", tracer.Layouts()))
 		}
 	}
+	if r.cfg.Kmsg.Enabled {
+		r.wg.Add(1)
+		go r.watchKmsg(ctx)
+	}
 	r.wg.Add(1)
 	go r.flushLoop(ctx)
 	for _, err := range problems {
@@ -204,6 +209,24 @@ func (r *gpuReceiver) addLogs(ld plog.Logs) {
 	defer r.mu.Unlock()
 	r.pendingRecords += ld.LogRecordCount()
 	ld.ResourceLogs().MoveAndAppendTo(r.pending.ResourceLogs())
+}
+
+// watchKmsg sends the kernel log's XIDs until ctx is done. The kernel log
+// is opened here, not in start: a problem with it is logged, and the other
+// parts are not held up.
+func (r *gpuReceiver) watchKmsg(ctx context.Context) {
+	defer r.wg.Done()
+	var counts kmsg.Counts
+	err := kmsg.Watch(ctx, kmsg.Options{
+		Path: r.cfg.Kmsg.Path, ProcPath: r.cfg.Kmsg.ProcPath, FromStart: r.cfg.Kmsg.FromStart, HostName: r.hostName,
+	}, r.addLogs, &counts)
+	if err != nil {
+		r.set.Logger.Warn("XID errors from the kernel log are off (kmsg.enabled: false silences this)", zap.Error(err))
+	}
+	if counts.Overwritten > 0 || counts.TooLong > 0 {
+		r.set.Logger.Warn("Kernel log records lost before they were read",
+			zap.Int64("overwritten", counts.Overwritten), zap.Int64("too_long", counts.TooLong))
+	}
 }
 
 func (r *gpuReceiver) flushLoop(ctx context.Context) {
