@@ -28,6 +28,10 @@ FUZZEXECS   ?= 30000x
 BENCHTIME   ?= 1s
 # The Helm chart, and the Go module that tests it (Helm's SDK has its own dependencies).
 HELM_DIR    := distribution/helm
+# The FastAPI example and the venv its e2e test runs it in (pinned PyPI packages).
+EXAMPLE_DIR  := examples/inference-service
+EXAMPLE_VENV := $(EXAMPLE_DIR)/.venv
+PYTHON      ?= python3
 # Packages holding a component generated from metadata.yaml.
 METADATA    := $(shell find . -name metadata.yaml -not -path './.git/*' -not -path '*/testdata/*' | sort)
 
@@ -36,7 +40,7 @@ export CGO_ENABLED := 1
 # the build's output.
 export CGO_CFLAGS := -O2 -g -Wno-deprecated-declarations
 
-.PHONY: all tools bpf-deps tracefs generate generate-check helm-golden build run gpu-check test test-deps unit fuzz e2e bench lint fmt clean
+.PHONY: all tools bpf-deps tracefs generate generate-check helm-golden build run example example-venv gpu-check test test-deps unit fuzz e2e bench lint fmt clean
 
 all: build
 
@@ -93,6 +97,18 @@ build: tools
 run: build
 	$(BIN) --config $(CONFIG)
 
+# The example inference service and its model server, sending to the
+# collector of `make run` (run that first, in another terminal).
+example: example-venv
+	EXAMPLE_PYTHON=$(CURDIR)/$(EXAMPLE_VENV)/bin/python bash $(EXAMPLE_DIR)/run.sh
+
+example-venv: $(EXAMPLE_VENV)/.installed
+
+$(EXAMPLE_VENV)/.installed: $(EXAMPLE_DIR)/requirements.txt
+	$(PYTHON) -m venv $(EXAMPLE_VENV)
+	$(EXAMPLE_VENV)/bin/pip install -q --disable-pip-version-check -r $<
+	touch $@
+
 # On a machine with an NVIDIA GPU (root, PyTorch): runs the collector's gpu
 # receiver while a CUDA workload allocates memory until it fails, and prints
 # what the receiver saw.
@@ -123,7 +139,7 @@ fuzz:
 	  done; \
 	done
 
-e2e: build test-deps
+e2e: build test-deps example-venv
 	LOOM_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -tags e2e -timeout 20m ./test/e2e/...
 	cd $(HELM_DIR) && LOOM_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -tags e2e -run '^TestRenderedConfigsValidate$$' ./charttest/
 
