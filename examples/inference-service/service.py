@@ -54,6 +54,10 @@ from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 SERVICE_NAME = os.environ.get("SERVICE_NAME", "inference-api")
 MODEL_SERVER_URL = os.environ.get("MODEL_SERVER_URL", "http://127.0.0.1:8000/v1")
 MODEL = os.environ.get("MODEL", "llama3-8b")
+# EXAMPLE_LOG_CONTRACT=broken writes the logs a service that ignores the
+# contract writes (cmd/loomlint's test): no req_id on the records of the
+# pipeline stages, the raw prompt logged, latencies as text.
+BROKEN = os.environ.get("EXAMPLE_LOG_CONTRACT") == "broken"
 
 req_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("req_id", default="")
 ALNUM = string.ascii_lowercase + string.digits
@@ -83,9 +87,15 @@ tracer = trace.get_tracer("examples.inference-service")
 OpenLLMetryInstrumentor().instrument(tracer_provider=tracer_provider)
 OpenInferenceInstrumentor().instrument(tracer_provider=tracer_provider)
 
+def add_service(_logger, _method, event_dict):
+    """Every line names its service, uvicorn's own lines included."""
+    event_dict.setdefault("service", SERVICE_NAME)
+    return event_dict
+
+
 json_formatter = structlog.stdlib.ProcessorFormatter(
     processor=structlog.processors.JSONRenderer(),
-    foreign_pre_chain=[structlog.contextvars.merge_contextvars, structlog.stdlib.add_log_level, structlog.processors.TimeStamper(fmt="iso", key="ts")],
+    foreign_pre_chain=[structlog.contextvars.merge_contextvars, add_service, structlog.stdlib.add_log_level, structlog.processors.TimeStamper(fmt="iso", key="ts")],
 )
 stdout_handler = logging.StreamHandler(sys.stdout)
 stdout_handler.setFormatter(json_formatter)
@@ -107,6 +117,7 @@ for noisy in ("uvicorn.access", "httpx", "httpx2", "httpcore", "openai"):
 structlog.configure(
     processors=[
         structlog.contextvars.merge_contextvars,
+        add_service,
         structlog.stdlib.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", key="ts"),
         structlog.processors.format_exc_info,
@@ -137,7 +148,7 @@ workers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="worker")
 async def req_id_middleware(request: Request, call_next):
     rid = request.headers.get("X-Request-ID") or new_req_id()
     structlog.contextvars.clear_contextvars()
-    structlog.contextvars.bind_contextvars(req_id=rid, service=SERVICE_NAME)
+    structlog.contextvars.bind_contextvars(req_id=rid)
     req_id_var.set(rid)
     with tracer.start_as_current_span(f"{request.method} {request.url.path}", kind=SpanKind.SERVER,
                                       attributes={"req_id": rid, "stage": "gateway/request", "http.request.method": request.method}) as span:
@@ -167,6 +178,10 @@ async def normalize(text: str) -> str:
     with tracer.start_as_current_span("preproc.normalize", attributes={"req_id": req_id_var.get(), "stage": "preproc/normalize"}):
         normalized = " ".join(text.split())
         structlog.contextvars.bind_contextvars(input_hash=input_hash(normalized))
+        if BROKEN:
+            structlog.contextvars.unbind_contextvars("req_id", "input_hash")
+            log.info("normalized input", stage="Preproc.Normalize", prompt=text, latency_ms="0.1ms")
+            return normalized
         log.info("normalized input", stage="preproc/normalize", **{"resource_usage.latency_ms": 0.1})
         return normalized
 
@@ -176,8 +191,11 @@ async def generate(body: dict, background: BackgroundTasks):
     parent = trace.get_current_span().get_span_context()
     prompt = str(body.get("prompt", ""))
     normalized = await asyncio.create_task(normalize(prompt))
-    # the task's bindings stay in its context: bind input_hash here too
-    structlog.contextvars.bind_contextvars(input_hash=input_hash(normalized))
+    if BROKEN:
+        structlog.contextvars.unbind_contextvars("req_id")
+    else:
+        # the task's bindings stay in its context: bind input_hash here too
+        structlog.contextvars.bind_contextvars(input_hash=input_hash(normalized))
     loop = asyncio.get_running_loop()
     tokens = await loop.run_in_executor(workers, contextvars.copy_context().run, tokenize, normalized)
 
