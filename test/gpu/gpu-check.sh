@@ -5,7 +5,8 @@
 # cuda:0 to out-of-memory with test/gpu/oom.py, stops the collector and
 # prints a summary (test/gpu/summarize.py) of what the receiver reported:
 # NVML metrics per GPU, the workload's driver ioctls, its failed and slow
-# calls (is NV_ERR_NO_MEMORY among them?), XID and memory-high records, and
+# calls (is NV_ERR_NO_MEMORY among them?), XID and memory-high records, the
+# XIDs read from the kernel log against the kernel log's own count, and
 # the receiver's own counters. About 2-3 minutes.
 #
 # Environment:
@@ -17,7 +18,8 @@
 # Exit status: 0 when the collector ran and exported metrics, even when no
 # NV_ERR_NO_MEMORY was seen (the summary's verdict says so); 1 when a
 # prerequisite is missing, the collector did not start, or it exported no
-# metrics.
+# metrics; 3 when the kmsg source reported fewer or more XIDs than the kernel
+# log holds.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -178,6 +180,27 @@ COL_RC=0
 wait "$COL_PID" 2>/dev/null || COL_RC=$?
 COL_PID=
 log "collector exited with status $COL_RC"
+# The XID lines the kernel log holds now, after the collector: the kmsg
+# source must have reported each (from_start in $CONFIG). Read without blocking; -1 when it cannot be read.
+KERNEL_XIDS=$(python3 -c 'import os
+try:
+    fd = os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)
+except OSError:
+    print(-1); raise SystemExit
+n = 0
+while True:
+    try:
+        rec = os.read(fd, 8192)
+    except BlockingIOError:
+        break
+    except BrokenPipeError:  # overwritten while reading: go on
+        continue
+    if not rec:
+        break
+    n += b"NVRM: Xid (" in rec.split(b"\n", 1)[0]
+print(n)')
+log "kernel log: $KERNEL_XIDS 'NVRM: Xid' line(s)"
+
 
 # ---- report ----------------------------------------------------------------------
 echo
@@ -187,7 +210,7 @@ grep -E 'Tracing NVIDIA driver ioctls' "$DIR/collector.log" | head -n 1 | cut -c
 
 echo
 set +e
-python3 test/gpu/summarize.py --dir "$DIR" --pid "${OOM_PID:-0}" --comm "$WORKLOAD_COMM" --telemetry "$DIR/telemetry.txt"
+python3 test/gpu/summarize.py --dir "$DIR" --pid "${OOM_PID:-0}" --comm "$WORKLOAD_COMM" --telemetry "$DIR/telemetry.txt" --kernel-xids "$KERNEL_XIDS"
 SUM_RC=$?
 set -e
 echo
@@ -195,6 +218,7 @@ log "files: $DIR (metrics.json logs.json collector.log oom.log telemetry.txt)"
 case $SUM_RC in
 0) ;;
 2) fail "the collector exported no metrics (see the collector warnings above)" ;;
+3) fail "the kmsg source missed XID lines of the kernel log (see (f))" ;;
 *) fail "test/gpu/summarize.py failed with status $SUM_RC" ;;
 esac
 log "done (oom.py exit status $OOM_RC, collector exit status $COL_RC)"

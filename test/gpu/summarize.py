@@ -11,6 +11,7 @@ prints, compactly:
   (c) the workload's gpu.ioctl.failed / gpu.ioctl.slow records, and whether
       NV_ERR_NO_MEMORY was seen;
   (d) gpu.xid and gpu.memory.high records;
+  (f) the XIDs read from the kernel log against the kernel log's own count;
   (e) the receiver's own counters (otelcol_receiver_gpu_*).
 
 The workload is matched by process.pid (--pid, repeatable) or by
@@ -395,6 +396,21 @@ def nvml_records_section(records):
         print("  other records: " + ", ".join(f"{k} x{n}" for k, n in sorted(other.items())))
 
 
+def kmsg_section(records, kernel_xids):
+    section("(f) XIDs from the kernel log (kmsg)")
+    ours = [r for r in records if r["event"] == "gpu.xid" and r["attrs"].get("nvidia.xid.source") == "kmsg"]
+    for r in ours[:20]:
+        a = r["attrs"]
+        print(f"    {fmt_time(r['t'])} XID {a.get('nvidia.xid')} PCI {a.get('nvidia.pci.bus_id')} pid {a.get('process.pid', '-')} "
+              f"container {a.get('container.id', '-')[:12]}: {str(a.get('nvidia.xid.message', ''))[:100]}")
+    if kernel_xids < 0:
+        print(f"  {len(ours)} record(s); the kernel log's own count is unknown (it could not be read)")
+        return True
+    ok = len(ours) == kernel_xids
+    print(f"  {'OK' if ok else '!!'}: {len(ours)} record(s) from kmsg, the kernel log holds {kernel_xids} 'NVRM: Xid' line(s)")
+    return ok
+
+
 LABEL_NOISE = re.compile(r'(otel_scope_[a-z_]+|service_[a-z_]+|job|instance)="[^"]*",?')
 
 
@@ -423,6 +439,7 @@ def main():
     ap.add_argument("--pid", action="append", default=[], help="the workload's pid (repeatable)")
     ap.add_argument("--comm", default="", help="the workload's process.command")
     ap.add_argument("--telemetry", default="", help="file with the scraped collector metrics")
+    ap.add_argument("--kernel-xids", type=int, default=-1, help="how many 'NVRM: Xid' lines the kernel log held (-1: unknown)")
     args = ap.parse_args()
 
     pids = set()
@@ -460,6 +477,7 @@ def main():
     calls = ioctl_section(series, match)
     ioctl, mine = ioctl_records_section(records, match)
     nvml_records_section(records)
+    kmsg_ok = kmsg_section(records, args.kernel_xids)
     telemetry_section(args.telemetry)
 
     section("Verdict")
@@ -474,6 +492,9 @@ def main():
         print(f"  !! NO {NO_MEMORY} seen for the workload "
               f"(any process: {any_calls} call(s), {any_recs} record(s))")
         print("  " + "!" * 72)
+    if not kmsg_ok:
+        print("  !! the kmsg source did not report every XID line of the kernel log (see (f))")
+        return 3
     return 0
 
 
