@@ -109,6 +109,9 @@ func (c *compiled) normalize(attrs pcommon.Map, sc *scratch, t *tally) {
 			sc.secrets = append(sc.secrets, k)
 		case role.canonical != "":
 			sc.aliases = append(sc.aliases, k)
+			if role.convert.Preferred {
+				sc.preferred = append(sc.preferred, k)
+			}
 		}
 		if v.Type() == pcommon.ValueTypeStr {
 			c.sanitize(v, t)
@@ -145,21 +148,15 @@ func (c *compiled) normalize(attrs pcommon.Map, sc *scratch, t *tally) {
 // preferred one (golden.Alias.Preferred) wins, then the first in name order,
 // whatever order the attributes came in. The aliases go in removeAttributes.
 func (c *compiled) copyAliases(attrs pcommon.Map, sc *scratch) {
-	slices.SortFunc(sc.aliases, func(a, b string) int {
-		pa, pb := c.fields[a].convert.Preferred, c.fields[b].convert.Preferred
-		if pa != pb {
-			if pa {
-				return -1
+	slices.Sort(sc.aliases)
+	slices.Sort(sc.preferred)
+	for _, aliases := range [2][]string{sc.preferred, sc.aliases} {
+		for _, alias := range aliases {
+			role := c.fields[alias]
+			if _, exists := attrs.Get(role.canonical); !exists {
+				v, _ := attrs.Get(alias)
+				putConverted(attrs, role, v)
 			}
-			return 1
-		}
-		return strings.Compare(a, b)
-	})
-	for _, alias := range sc.aliases {
-		role := c.fields[alias]
-		if _, exists := attrs.Get(role.canonical); !exists {
-			v, _ := attrs.Get(alias)
-			putConverted(attrs, role, v)
 		}
 	}
 }
@@ -191,13 +188,16 @@ func putConverted(attrs pcommon.Map, role fieldRole, v pcommon.Value) {
 // deriveTPOT adds the time per output token to a generation that reports
 // its latency, time to first token and output tokens but not that.
 func deriveTPOT(attrs pcommon.Map) {
+	ttft, ok := attrs.Get(golden.TTFTMs) // first: most records have none
+	if !ok {
+		return
+	}
 	if _, ok := attrs.Get(golden.TPOTMs); ok {
 		return
 	}
 	latency, ok1 := attrs.Get(golden.LatencyMs)
-	ttft, ok2 := attrs.Get(golden.TTFTMs)
-	tokens, ok3 := attrs.Get(golden.OutputTokens)
-	if !ok1 || !ok2 || !ok3 || !coerceNumber(latency) || !coerceNumber(ttft) || !coerceNumber(tokens) {
+	tokens, ok2 := attrs.Get(golden.OutputTokens)
+	if !ok1 || !ok2 || !coerceNumber(latency) || !coerceNumber(ttft) || !coerceNumber(tokens) {
 		return
 	}
 	if tpot, ok := golden.TPOT(asFloat(latency), asFloat(ttft), int64(asFloat(tokens))); ok {

@@ -87,6 +87,7 @@ type scratch struct {
 	inputs    []string // raw input attributes present
 	secrets   []string // sensitive attributes present
 	aliases   []string // alias attributes present
+	preferred []string // those of them that win over the others (golden.Alias.Preferred)
 	numeric   []string // numeric attributes present
 	failures  []failure
 	masks     [][2]int // body byte ranges to mask
@@ -95,6 +96,7 @@ type scratch struct {
 func (sc *scratch) reset() {
 	sc.fields, sc.format, sc.oversized = sc.fields[:0], formatNone, false
 	sc.inputs, sc.secrets, sc.aliases, sc.numeric = sc.inputs[:0], sc.secrets[:0], sc.aliases[:0], sc.numeric[:0]
+	sc.preferred = sc.preferred[:0]
 	sc.failures = sc.failures[:0]
 }
 
