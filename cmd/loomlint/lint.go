@@ -113,7 +113,7 @@ func (l *linter) lintFile(ctx context.Context, path, service string, stdin io.Re
 		if err != nil {
 			return err
 		}
-		defer f.Close()
+		defer func() { _ = f.Close() }() // read only
 		in = f
 		if service == "" {
 			service = strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))

@@ -66,7 +66,7 @@ func TestKernelXIDsThroughTheCollector(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.Close()
+	defer func() { _ = w.Close() }()
 	line := fmt.Sprintf("3,%d,%d,-;NVRM: Xid (PCI:0000:3b:00): 79, pid=%d, name=e2e.test, GPU has fallen off the bus.\n", 1800, sinceBoot.Microseconds(), pid)
 	if _, err := w.WriteString(line + " SUBSYSTEM=pci\n" + line); err != nil {
 		t.Fatal(err)

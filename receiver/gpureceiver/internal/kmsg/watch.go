@@ -68,10 +68,10 @@ func Watch(ctx context.Context, opts Options, emit func(plog.Logs), counts *Coun
 		}
 		return fmt.Errorf("opening the kernel log: %w", err)
 	}
-	stop := context.AfterFunc(ctx, func() { f.Close() })
+	stop := context.AfterFunc(ctx, func() { _ = f.Close() })
 	defer func() {
 		if stop() {
-			f.Close()
+			_ = f.Close()
 		}
 	}()
 	if !opts.FromStart {

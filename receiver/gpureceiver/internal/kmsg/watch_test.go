@@ -83,7 +83,7 @@ func TestWatchFIFO(t *testing.T) {
 	_, err = w.WriteString(xid[40:] + "4,1850,5679000000,-;NVRM: Xid (PCI:0000:3b:00): 79, pid=999999, name=python3, GPU has fallen off the bus.\n")
 	require.NoError(t, err)
 	<-c.seen
-	w.Close()
+	require.NoError(t, w.Close())
 
 	recs := c.all()
 	require.Len(t, recs, 3, "every XID its own record, repeats included")
@@ -143,7 +143,7 @@ func TestWatchFileFromStartAndFromEnd(t *testing.T) {
 				case <-time.After(20 * time.Millisecond):
 				}
 			}
-			f.Close()
+			require.NoError(t, f.Close())
 			for _, r := range c.all() {
 				assert.Equal(t, int64(120), r.Attributes().AsRaw()["nvidia.xid"], "only what was written after it opened the file")
 			}
