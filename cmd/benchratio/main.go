@@ -5,7 +5,11 @@
 //
 // A family is a top-level benchmark; its baseline is the sub-benchmark whose
 // name starts with "baseline" (e.g. BenchmarkConsumeLogs/baseline-transform
-// beside BenchmarkConsumeLogs/goldenfield).
+// beside BenchmarkConsumeLogs/goldenfield). A family may also have floors:
+// a sub-benchmark "floor-X" is the second reference of every "<name>-X" (e.g.
+// traced-tracepoint against floor-tracepoint, an empty program on the same
+// hook). With -count, the n-th run of a variant is compared with the n-th
+// run of its references, measured next to it.
 package main
 
 import (
@@ -58,31 +62,53 @@ func report(w io.Writer, results []result) {
 	sort.Strings(order)
 	fmt.Fprintln(w, "benchmark ratios (baseline ns/op ÷ variant ns/op; > 1 means faster than the baseline)")
 	for _, family := range order {
-		var baseline *result
-		for i, r := range families[family] {
-			if strings.HasPrefix(r.variant, "baseline") {
-				baseline = &families[family][i]
-				break
+		runs := map[string][]result{} // variant -> its runs, in order
+		var baseline string
+		for _, r := range families[family] {
+			runs[r.variant] = append(runs[r.variant], r)
+			if baseline == "" && strings.HasPrefix(r.variant, "baseline") {
+				baseline = r.variant
 			}
 		}
+		if baseline == "" {
+			continue
+		}
+		seen := map[string]int{}
 		for _, r := range families[family] {
-			if baseline == nil || strings.HasPrefix(r.variant, "baseline") {
+			n := seen[r.variant]
+			seen[r.variant]++
+			if strings.HasPrefix(r.variant, "baseline") {
 				continue
 			}
-			speed := baseline.metrics["ns/op"] / r.metrics["ns/op"]
-			line := fmt.Sprintf("%s/%s vs %s: %.2fx", family, r.variant, baseline.variant, speed)
+			base := nth(runs[baseline], n)
+			speed := base.metrics["ns/op"] / r.metrics["ns/op"]
+			line := fmt.Sprintf("%s/%s vs %s: %.2fx", family, r.variant, baseline, speed)
 			if speed < 1 {
-				// A slowdown reads better as a multiple of the baseline's time.
-				line += fmt.Sprintf(" (%.3g× the baseline's time, +%.4g ns/op)", 1/speed, r.metrics["ns/op"]-baseline.metrics["ns/op"])
+				line += slowdown(base, r)
+			}
+			if _, hook, ok := strings.Cut(r.variant, "-"); ok && !strings.HasPrefix(r.variant, "floor-") {
+				if floors := runs["floor-"+hook]; len(floors) > 0 {
+					floor := nth(floors, n)
+					line += fmt.Sprintf("; vs floor-%s: %.3g× the floor's time (+%.4g ns/op)", hook,
+						r.metrics["ns/op"]/floor.metrics["ns/op"], r.metrics["ns/op"]-floor.metrics["ns/op"])
+				}
 			}
 			for _, unit := range []string{"allocs/record", "B/record", "records/s"} {
 				if v, ok := r.metrics[unit]; ok {
-					line += fmt.Sprintf("  %s=%.4g (baseline %.4g)", unit, v, baseline.metrics[unit])
+					line += fmt.Sprintf("  %s=%.4g (baseline %.4g)", unit, v, base.metrics[unit])
 				}
 			}
 			fmt.Fprintln(w, line)
 		}
 	}
+}
+
+// nth is the n-th run of a reference, or its last when it ran fewer times.
+func nth(runs []result, n int) result { return runs[min(n, len(runs)-1)] }
+
+// slowdown reads better as a multiple of the baseline's time.
+func slowdown(base, r result) string {
+	return fmt.Sprintf(" (%.3g× the baseline's time, +%.4g ns/op)", r.metrics["ns/op"]/base.metrics["ns/op"], r.metrics["ns/op"]-base.metrics["ns/op"])
 }
 
 func main() {

@@ -37,28 +37,36 @@ type tracerObjects struct {
 	ioctlMaps
 }
 
-// attachModes are tried in order. fentry touches the ioctl syscall only.
-// The syscall tracepoints run the program for ioctl only, but put every
-// syscall of the host on the slow path (+40 ns per syscall here); the raw
-// tracepoints run it for every syscall (+150 ns), and are the last resort,
-// for hosts without tracefs. Per traced call they cost ~130 ns less.
+// attachModes are tried in order, each with the tracer's programs for its
+// hook. fentry touches the ioctl syscall only. The syscall tracepoints run
+// the program for ioctl only, but put every syscall of the host on the slow
+// path (+40 ns per syscall here); the raw tracepoints run it for every
+// syscall (+150 ns), and are the last resort, for hosts without tracefs.
+// Per traced call they cost ~130 ns less.
 var attachModes = []struct {
 	mode        Attach
 	enter, exit string
-	attach      func(p *ebpf.Program, enter bool) (link.Link, error)
 }{
-	{AttachFentry, ioctlProgFentryIoctl, ioctlProgFexitIoctl, func(p *ebpf.Program, _ bool) (link.Link, error) {
+	{AttachFentry, ioctlProgFentryIoctl, ioctlProgFexitIoctl},
+	{AttachTracepoint, ioctlProgTpEnterIoctl, ioctlProgTpExitIoctl},
+	{AttachRawTracepoint, ioctlProgRawEnter, ioctlProgRawExit},
+}
+
+// attachHook attaches a program to the ioctl syscall's entry or exit by
+// the hook of mode.
+func attachHook(mode Attach, p *ebpf.Program, enter bool) (link.Link, error) {
+	switch mode {
+	case AttachFentry:
 		return link.AttachTracing(link.TracingOptions{Program: p})
-	}},
-	{AttachTracepoint, ioctlProgTpEnterIoctl, ioctlProgTpExitIoctl, func(p *ebpf.Program, enter bool) (link.Link, error) {
+	case AttachTracepoint:
 		if enter {
 			return link.Tracepoint("syscalls", "sys_enter_ioctl", p, nil)
 		}
 		return link.Tracepoint("syscalls", "sys_exit_ioctl", p, nil)
-	}},
-	{AttachRawTracepoint, ioctlProgRawEnter, ioctlProgRawExit, func(p *ebpf.Program, _ bool) (link.Link, error) {
+	case AttachRawTracepoint:
 		return link.AttachTracing(link.TracingOptions{Program: p, AttachType: ebpf.AttachTraceRawTp})
-	}},
+	}
+	return nil, fmt.Errorf("unknown attach mode %q", mode)
 }
 
 // ringPollInterval bounds how long an event waits in the ring: the BPF
@@ -141,8 +149,9 @@ func (t *Tracer) attachPrograms(spec *ebpf.CollectionSpec, want Attach) (Attach,
 		if want != AttachAuto && want != m.mode {
 			continue
 		}
-		err := t.attachMode(spec, m.enter, m.exit, m.attach)
+		links, err := linkPair(spec, m.mode, m.enter, m.exit, t.objs.replacements())
 		if err == nil {
+			t.links = links
 			return m.mode, nil
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", m.mode, err))
@@ -154,24 +163,28 @@ func (t *Tracer) attachPrograms(spec *ebpf.CollectionSpec, want Attach) (Attach,
 	return "", privilegeError(fmt.Errorf("attaching to the ioctl syscall: %w", err))
 }
 
-func (t *Tracer) attachMode(spec *ebpf.CollectionSpec, enter, exit string, attach func(*ebpf.Program, bool) (link.Link, error)) error {
+// linkPair loads the enter and exit programs of spec, with maps in place
+// of spec's maps of the same names, and attaches them by the hook of mode.
+// The programs of other hooks are never loaded.
+func linkPair(spec *ebpf.CollectionSpec, mode Attach, enter, exit string, maps map[string]*ebpf.Map) ([]link.Link, error) {
 	coll, err := ebpf.NewCollectionWithOptions(&ebpf.CollectionSpec{
 		Programs: map[string]*ebpf.ProgramSpec{enter: spec.Programs[enter], exit: spec.Programs[exit]},
 		Maps:     spec.Maps, Variables: spec.Variables, Types: spec.Types, ByteOrder: spec.ByteOrder,
-	}, ebpf.CollectionOptions{MapReplacements: t.objs.replacements()})
+	}, ebpf.CollectionOptions{MapReplacements: maps})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer coll.Close()
 	// Exit first, so that no call is entered and then missed at exit.
+	var links []link.Link
 	for _, name := range []string{exit, enter} {
-		l, err := attach(coll.Programs[name], name == enter)
+		l, err := attachHook(mode, coll.Programs[name], name == enter)
 		if err != nil {
-			return errors.Join(err, t.unlink())
+			return nil, errors.Join(err, unlink(links))
 		}
-		t.links = append(t.links, l)
+		links = append(links, l)
 	}
-	return nil
+	return links, nil
 }
 
 func (o *tracerObjects) replacements() map[string]*ebpf.Map {
@@ -310,11 +323,16 @@ func (t *Tracer) Close() error {
 }
 
 func (t *Tracer) unlink() error {
+	err := unlink(t.links)
+	t.links = nil
+	return err
+}
+
+func unlink(links []link.Link) error {
 	var errs []error
-	for _, l := range t.links {
+	for _, l := range links {
 		errs = append(errs, l.Close())
 	}
-	t.links = nil
 	return errors.Join(errs...)
 }
 
