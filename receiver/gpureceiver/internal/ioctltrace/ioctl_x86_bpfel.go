@@ -80,21 +80,22 @@ type ioctlStatusKey struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	ioctlMapCounters      = "counters"
-	ioctlMapDevices       = "devices"
-	ioctlMapEvents        = "events"
-	ioctlMapInflight      = "inflight"
-	ioctlMapStats         = "stats"
-	ioctlMapStatusOffsets = "status_offsets"
-	ioctlMapZeroStat      = "zero_stat"
-	ioctlProgFentryIoctl  = "fentry_ioctl"
-	ioctlProgFexitIoctl   = "fexit_ioctl"
-	ioctlProgRawEnter     = "raw_enter"
-	ioctlProgRawExit      = "raw_exit"
-	ioctlProgTpEnterIoctl = "tp_enter_ioctl"
-	ioctlProgTpExitIoctl  = "tp_exit_ioctl"
-	ioctlVarSlowNs        = "slow_ns"
-	ioctlVarUnusedEvent   = "unused_event"
+	ioctlMapCounters        = "counters"
+	ioctlMapDevices         = "devices"
+	ioctlMapEvents          = "events"
+	ioctlMapInflight        = "inflight"
+	ioctlMapStats           = "stats"
+	ioctlMapStatusOffsets   = "status_offsets"
+	ioctlMapZeroStat        = "zero_stat"
+	ioctlProgFentryIoctl    = "fentry_ioctl"
+	ioctlProgFexitIoctl     = "fexit_ioctl"
+	ioctlProgRawEnter       = "raw_enter"
+	ioctlProgRawExit        = "raw_exit"
+	ioctlProgTpEnterIoctl   = "tp_enter_ioctl"
+	ioctlProgTpExitIoctl    = "tp_exit_ioctl"
+	ioctlVarDirectFileReads = "direct_file_reads"
+	ioctlVarSlowNs          = "slow_ns"
+	ioctlVarUnusedEvent     = "unused_event"
 )
 
 // loadIoctl returns the embedded CollectionSpec for ioctl.
@@ -164,8 +165,9 @@ type ioctlMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type ioctlVariableSpecs struct {
-	SlowNs      *ebpf.VariableSpec `ebpf:"slow_ns"`
-	UnusedEvent *ebpf.VariableSpec `ebpf:"unused_event"`
+	DirectFileReads *ebpf.VariableSpec `ebpf:"direct_file_reads"`
+	SlowNs          *ebpf.VariableSpec `ebpf:"slow_ns"`
+	UnusedEvent     *ebpf.VariableSpec `ebpf:"unused_event"`
 }
 
 // ioctlObjects contains all objects after they have been loaded into the kernel.
@@ -213,8 +215,9 @@ func (m *ioctlMaps) Close() error {
 //
 // It can be passed to loadIoctlObjects or ebpf.CollectionSpec.LoadAndAssign.
 type ioctlVariables struct {
-	SlowNs      *ebpf.Variable `ebpf:"slow_ns"`
-	UnusedEvent *ebpf.Variable `ebpf:"unused_event"`
+	DirectFileReads *ebpf.Variable `ebpf:"direct_file_reads"`
+	SlowNs          *ebpf.Variable `ebpf:"slow_ns"`
+	UnusedEvent     *ebpf.Variable `ebpf:"unused_event"`
 }
 
 // ioctlPrograms contains all programs after they have been loaded into the kernel.

@@ -48,6 +48,9 @@ type Options struct {
 	DriverVersion string
 	Attach        Attach
 	Logger        *zap.Logger
+	// probeReadFiles makes the BPF program read struct file by probe reads
+	// as on kernels before 6.2, for the tests of that path.
+	probeReadFiles bool
 }
 
 // newestLayouts is the driver version assumed when none is known.

@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
@@ -107,6 +108,9 @@ func Start(opts Options, onEvent func(Event)) (*Tracer, error) {
 	if err := spec.Variables[ioctlVarSlowNs].Set(uint64(opts.SlowThreshold.Nanoseconds())); err != nil {
 		return nil, fmt.Errorf("setting slow_ns: %w", err)
 	}
+	if err := spec.Variables[ioctlVarDirectFileReads].Set(!opts.probeReadFiles && haveRdonlyCast()); err != nil {
+		return nil, fmt.Errorf("setting direct_file_reads: %w", err)
+	}
 
 	t := &Tracer{layouts: layouts, wall: newClock(), done: make(chan struct{})}
 	if err := spec.LoadAndAssign(&t.objs, nil); err != nil {
@@ -139,6 +143,18 @@ func (t *Tracer) fill(filters []deviceFilter) error {
 		}
 	}
 	return nil
+}
+
+// haveRdonlyCast reports whether the kernel has the bpf_rdonly_cast kfunc
+// (Linux 6.2), with which the BPF program reads struct file by direct
+// loads.
+func haveRdonlyCast() bool {
+	spec, err := btf.LoadKernelSpec()
+	if err != nil {
+		return false
+	}
+	var fn *btf.Func
+	return spec.TypeByName("bpf_rdonly_cast", &fn) == nil
 }
 
 // attachPrograms attaches the first mode the kernel accepts, or the one

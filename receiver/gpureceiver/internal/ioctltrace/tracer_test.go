@@ -67,14 +67,17 @@ func (r *recorder) waitFor(t *testing.T, n int) []Event {
 
 func startTracer(t *testing.T, attach Attach, slow time.Duration, devices ...DeviceMatch) (*Tracer, *recorder) {
 	t.Helper()
+	return startTracerWith(t, Options{Attach: attach, SlowThreshold: slow, Devices: devices})
+}
+
+// startTracerWith starts a tracer with opts, a 64 KiB ring and the 595
+// layouts.
+func startTracerWith(t *testing.T, opts Options) (*Tracer, *recorder) {
+	t.Helper()
 	rec := &recorder{}
-	tr, err := Start(Options{
-		Devices:        devices,
-		SlowThreshold:  slow,
-		RingBufferSize: 1 << 16,
-		DriverVersion:  "595.45.04",
-		Attach:         attach,
-	}, rec.add)
+	opts.RingBufferSize, opts.DriverVersion = 1<<16, "595.45.04"
+	attach := opts.Attach
+	tr, err := Start(opts, rec.add)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, tr.Close()) })
 	if attach != AttachAuto {
@@ -107,12 +110,19 @@ func TestTracesNVIDIAEscapesOnTracedDevice(t *testing.T) {
 	requireRoot(t)
 	// Auto takes fentry where the kernel lets BPF trampolines attach to the
 	// syscall, tracepoints elsewhere (as on the CI machine, whose ftrace is
-	// closed); both run the same code after the hook.
-	for name, attach := range map[string]Attach{"auto": AttachAuto, "raw_tracepoint": AttachRawTracepoint, "tracepoint": AttachTracepoint} {
+	// closed); both run the same code after the hook. The probe-reads case
+	// reads struct file as on kernels before 6.2.
+	for name, opts := range map[string]Options{
+		"auto":                   {Attach: AttachAuto},
+		"raw_tracepoint":         {Attach: AttachRawTracepoint},
+		"tracepoint":             {Attach: AttachTracepoint},
+		"tracepoint_probe_reads": {Attach: AttachTracepoint, probeReadFiles: true},
+	} {
 		t.Run(name, func(t *testing.T) {
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
-			tr, rec := startTracer(t, attach, time.Hour, DeviceMatch{Path: "/dev/null"})
+			opts.SlowThreshold, opts.Devices = time.Hour, []DeviceMatch{{Path: "/dev/null"}}
+			tr, rec := startTracerWith(t, opts)
 			null := openDev(t, "/dev/null")
 			zero := openDev(t, "/dev/zero")
 

@@ -28,6 +28,11 @@ char LICENSE[] SEC("license") = "GPL";
 
 /* Set from user space before loading. */
 volatile const __u64 slow_ns = 100000000;
+/* Whether the kernel has the bpf_rdonly_cast kfunc (6.2), which lets the
+ * program read a struct file by direct loads; before it, probe reads. */
+volatile const __u8 direct_file_reads = 0;
+
+extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
 
 struct call {
 	__u64 start_ns; /* 0: no call in flight */
@@ -200,27 +205,36 @@ static __always_inline __u32 log2_u64(__u64 v)
 }
 
 /* The device behind fd in the current process, or 0 when it is not a
- * character device. The fd table is RCU-protected (its pointers carry the
- * __rcu tag), so it is read with probe reads, not direct loads. */
-static __always_inline __u32 fd_device(unsigned int fd)
+ * character device. Direct (BTF) loads where the verifier allows them: a
+ * probe read costs ~30 ns on the CI machine, a direct load ~1 ns. The fd
+ * table's slots are plain addresses to the verifier: the file pointer
+ * takes one probe read. */
+static __always_inline __u32 fd_device(struct task_struct *task, unsigned int fd)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
-	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
-	if (fd >= BPF_CORE_READ(fdt, max_fds))
+	struct fdtable *fdt = task->files->fdt;
+	if (fd >= fdt->max_fds)
 		return 0;
-	struct file **fds = BPF_CORE_READ(fdt, fd);
 	struct file *f = 0;
-	if (bpf_core_read(&f, sizeof(f), &fds[fd]) || !f)
+	if (bpf_probe_read_kernel(&f, sizeof(f), &fdt->fd[fd]) || !f)
 		return 0;
-	struct inode *inode = BPF_CORE_READ(f, f_inode);
-	if ((BPF_CORE_READ(inode, i_mode) & S_IFMT) != S_IFCHR)
-		return 0;
-	return BPF_CORE_READ(inode, i_rdev);
+	umode_t mode;
+	dev_t rdev;
+	if (direct_file_reads) {
+		struct inode *inode = ((struct file *)bpf_rdonly_cast(f, bpf_core_type_id_kernel(struct file)))->f_inode;
+		mode = inode->i_mode;
+		rdev = inode->i_rdev;
+	} else {
+		struct inode *inode = BPF_CORE_READ(f, f_inode);
+		mode = BPF_CORE_READ(inode, i_mode);
+		rdev = BPF_CORE_READ(inode, i_rdev);
+	}
+	return (mode & S_IFMT) == S_IFCHR ? rdev : 0;
 }
 
 static __always_inline void on_enter(unsigned int fd, __u32 cmd, __u64 arg)
 {
-	__u32 dev = fd_device(fd);
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u32 dev = fd_device(task, fd);
 	if (!dev)
 		return;
 	__u8 *kind = bpf_map_lookup_elem(&devices, &dev);
@@ -230,7 +244,6 @@ static __always_inline void on_enter(unsigned int fd, __u32 cmd, __u64 arg)
 		if (!kind)
 			return;
 	}
-	struct task_struct *task = bpf_get_current_task_btf();
 	struct call *c = bpf_task_storage_get(&inflight, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!c) {
 		count(COUNTER_UNTRACKED);
