@@ -191,3 +191,19 @@ func FuzzDecodeEvent(f *testing.F) {
 		}
 	})
 }
+
+func TestDeviceMapsOf(t *testing.T) {
+	d := deviceMapsOf([]deviceFilter{
+		{kernelDev(195, anyMinor), KindRM},
+		{kernelDev(1, anyMinor), KindRM},
+		{kernelDev(1, 3), KindUVM},
+		{kernelDev(10, 200), KindRM},
+	})
+	assert.Equal(t, map[uint32]uint8{195: 1, 1: kindByMinor, 10: kindByMinor}, d.majors,
+		"a major with single devices is looked up by minor")
+	assert.Equal(t, map[uint32]uint8{
+		kernelDev(1, 3):        2,
+		kernelDev(1, anyMinor): 1, // the rest of major 1
+		kernelDev(10, 200):     1,
+	}, d.minors, "a whole major needs no minor entry unless it also has single devices")
+}

@@ -81,9 +81,10 @@ type ioctlStatusKey struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	ioctlMapCounters        = "counters"
-	ioctlMapDevices         = "devices"
 	ioctlMapEvents          = "events"
 	ioctlMapInflight        = "inflight"
+	ioctlMapMajors          = "majors"
+	ioctlMapMinors          = "minors"
 	ioctlMapStats           = "stats"
 	ioctlMapStatusOffsets   = "status_offsets"
 	ioctlMapZeroStat        = "zero_stat"
@@ -153,9 +154,10 @@ type ioctlProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type ioctlMapSpecs struct {
 	Counters      *ebpf.MapSpec `ebpf:"counters"`
-	Devices       *ebpf.MapSpec `ebpf:"devices"`
 	Events        *ebpf.MapSpec `ebpf:"events"`
 	Inflight      *ebpf.MapSpec `ebpf:"inflight"`
+	Majors        *ebpf.MapSpec `ebpf:"majors"`
+	Minors        *ebpf.MapSpec `ebpf:"minors"`
 	Stats         *ebpf.MapSpec `ebpf:"stats"`
 	StatusOffsets *ebpf.MapSpec `ebpf:"status_offsets"`
 	ZeroStat      *ebpf.MapSpec `ebpf:"zero_stat"`
@@ -191,9 +193,10 @@ func (o *ioctlObjects) Close() error {
 // It can be passed to loadIoctlObjects or ebpf.CollectionSpec.LoadAndAssign.
 type ioctlMaps struct {
 	Counters      *ebpf.Map `ebpf:"counters"`
-	Devices       *ebpf.Map `ebpf:"devices"`
 	Events        *ebpf.Map `ebpf:"events"`
 	Inflight      *ebpf.Map `ebpf:"inflight"`
+	Majors        *ebpf.Map `ebpf:"majors"`
+	Minors        *ebpf.Map `ebpf:"minors"`
 	Stats         *ebpf.Map `ebpf:"stats"`
 	StatusOffsets *ebpf.Map `ebpf:"status_offsets"`
 	ZeroStat      *ebpf.Map `ebpf:"zero_stat"`
@@ -202,9 +205,10 @@ type ioctlMaps struct {
 func (m *ioctlMaps) Close() error {
 	return _IoctlClose(
 		m.Counters,
-		m.Devices,
 		m.Events,
 		m.Inflight,
+		m.Majors,
+		m.Minors,
 		m.Stats,
 		m.StatusOffsets,
 		m.ZeroStat,

@@ -27,6 +27,7 @@ type Tracer struct {
 	reader  *ringbuf.Reader
 	attach  Attach
 	layouts Layouts
+	devices deviceMaps
 	wall    clock
 	done    chan struct{}
 	closeMu sync.Once
@@ -131,10 +132,8 @@ func Start(opts Options, onEvent func(Event)) (*Tracer, error) {
 
 // fill writes the device filters and the status layouts into their maps.
 func (t *Tracer) fill(filters []deviceFilter) error {
-	for _, f := range filters {
-		if err := t.objs.Devices.Put(f.dev, kindCode(f.kind)); err != nil {
-			return fmt.Errorf("device filter: %w", err)
-		}
+	if err := t.setDevices(filters); err != nil {
+		return err
 	}
 	for _, o := range offsetsFor(t.layouts.Version) {
 		key := ioctlStatusKey{Nr: o.nr, Size: o.size, Kind: kindCode(o.kind)}
@@ -143,6 +142,69 @@ func (t *Tracer) fill(filters []deviceFilter) error {
 		}
 	}
 	return nil
+}
+
+// setDevices makes filters the traced devices, in place of the last ones.
+func (t *Tracer) setDevices(filters []deviceFilter) error {
+	next := deviceMapsOf(filters)
+	var errs []error
+	for major := range t.devices.majors {
+		if _, ok := next.majors[major]; !ok {
+			errs = append(errs, t.objs.Majors.Put(major, uint8(0)))
+		}
+	}
+	for dev := range t.devices.minors {
+		if _, ok := next.minors[dev]; !ok {
+			errs = append(errs, t.objs.Minors.Delete(dev))
+		}
+	}
+	// Minors before majors: a major sends the lookup on to minors.
+	for dev, kind := range next.minors {
+		errs = append(errs, t.objs.Minors.Put(dev, kind))
+	}
+	for major, kind := range next.majors {
+		errs = append(errs, t.objs.Majors.Put(major, kind))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("device filter: %w", err)
+	}
+	t.devices = next
+	return nil
+}
+
+// kindByMinor in majors sends the lookup on to minors (the BPF program's
+// KIND_BY_MINOR).
+const kindByMinor = 3
+
+// deviceMaps is the BPF program's view of the device filters: majors says
+// how every minor of a major is decoded, or that its minors are traced one
+// by one (kindByMinor); minors holds those, and the kind of every other
+// minor of such a major as major:anyMinor when the whole major is traced.
+type deviceMaps struct {
+	majors map[uint32]uint8
+	minors map[uint32]uint8
+}
+
+func deviceMapsOf(filters []deviceFilter) deviceMaps {
+	d := deviceMaps{majors: map[uint32]uint8{}, minors: map[uint32]uint8{}}
+	whole := map[uint32]uint8{}
+	for _, f := range filters {
+		major := f.dev >> 20
+		if f.dev&anyMinor == anyMinor {
+			whole[major] = kindCode(f.kind)
+			continue
+		}
+		d.minors[f.dev] = kindCode(f.kind)
+		d.majors[major] = kindByMinor
+	}
+	for major, kind := range whole {
+		if d.majors[major] == kindByMinor {
+			d.minors[kernelDev(major, anyMinor)] = kind
+		} else {
+			d.majors[major] = kind
+		}
+	}
+	return d
 }
 
 // haveRdonlyCast reports whether the kernel has the bpf_rdonly_cast kfunc
@@ -205,9 +267,9 @@ func linkPair(spec *ebpf.CollectionSpec, mode Attach, enter, exit string, maps m
 
 func (o *tracerObjects) replacements() map[string]*ebpf.Map {
 	return map[string]*ebpf.Map{
-		ioctlMapCounters: o.Counters, ioctlMapDevices: o.Devices, ioctlMapEvents: o.Events,
-		ioctlMapInflight: o.Inflight, ioctlMapStats: o.Stats, ioctlMapStatusOffsets: o.StatusOffsets,
-		ioctlMapZeroStat: o.ZeroStat,
+		ioctlMapCounters: o.Counters, ioctlMapEvents: o.Events, ioctlMapInflight: o.Inflight,
+		ioctlMapMajors: o.Majors, ioctlMapMinors: o.Minors, ioctlMapStats: o.Stats,
+		ioctlMapStatusOffsets: o.StatusOffsets, ioctlMapZeroStat: o.ZeroStat,
 	}
 }
 

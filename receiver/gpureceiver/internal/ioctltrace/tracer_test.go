@@ -183,6 +183,34 @@ func TestTracesNVIDIAEscapesOnTracedDevice(t *testing.T) {
 	}
 }
 
+// TestSingleDeviceBesideItsWholeMajor: /dev/null traced as a uvm device
+// while the rest of its major (mem, 1) is traced as rm; /dev/zero is one of
+// the rest.
+func TestSingleDeviceBesideItsWholeMajor(t *testing.T) {
+	requireRoot(t)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	mem := uint32(1)
+	_, rec := startTracer(t, AttachAuto, time.Hour, DeviceMatch{Major: &mem}, DeviceMatch{Path: "/dev/null", Kind: KindUVM})
+	zero := openDev(t, "/dev/zero")
+	null := openDev(t, "/dev/null")
+	alloc := params(32, 28, 0x51)
+	ioctl(zero, cmdRMAlloc, unsafe.Pointer(&alloc[0]))
+	const uvmMigrate = 51 // rmStatus at 72
+	migrate := params(80, 72, 0x65)
+	ioctl(null, uvmMigrate, unsafe.Pointer(&migrate[0]))
+
+	events := rec.waitFor(t, 2)
+	require.Len(t, events, 2)
+	assert.Equal(t, KindRM, events[0].Kind)
+	assert.Equal(t, uint32(5), events[0].DeviceMinor)
+	assert.Equal(t, "NV_ESC_RM_ALLOC", events[0].Escape)
+	assert.Equal(t, KindUVM, events[1].Kind)
+	assert.Equal(t, uint32(3), events[1].DeviceMinor)
+	assert.Equal(t, "UVM_MIGRATE", events[1].Escape)
+	assert.Equal(t, "NV_ERR_TIMEOUT", events[1].Outcome.StatusName())
+}
+
 func TestSuccessfulCallsAreCountedNotSent(t *testing.T) {
 	requireRoot(t)
 	// RNDGETENTCNT succeeds on /dev/urandom: a call that returns 0 with an

@@ -94,13 +94,25 @@ struct event {
 /* Force the generated Go types. */
 const struct event *unused_event __attribute__((unused));
 
-/* dev_t → kind; a filter for a whole major has minor ANY_MINOR. */
+/* By major: 0 not traced, KIND_RM or KIND_UVM every minor of it,
+ * KIND_BY_MINOR some of its minors, those in minors. */
+#define MAJORS 4096
+#define KIND_BY_MINOR 3
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAJORS);
+	__type(key, __u32);
+	__type(value, __u8);
+} majors SEC(".maps");
+
+/* dev_t → kind of the single devices traced (a path in the config); a
+ * major that also has every minor traced is there as major:ANY_MINOR. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 64);
 	__type(key, __u32);
 	__type(value, __u8);
-} devices SEC(".maps");
+} minors SEC(".maps");
 
 /* (kind, escape, size) → byte offset of the status in the parameters. */
 struct {
@@ -231,19 +243,30 @@ static __always_inline __u32 fd_device(struct task_struct *task, unsigned int fd
 	return (mode & S_IFMT) == S_IFCHR ? rdev : 0;
 }
 
+/* How dev's calls are decoded, or 0 when it is not traced. */
+static __always_inline __u8 device_kind(__u32 dev)
+{
+	__u32 major = dev >> MINOR_BITS;
+	__u8 *kind = bpf_map_lookup_elem(&majors, &major);
+	if (!kind || *kind != KIND_BY_MINOR)
+		return kind ? *kind : 0;
+	kind = bpf_map_lookup_elem(&minors, &dev);
+	if (!kind) {
+		__u32 any = dev | ANY_MINOR;
+		kind = bpf_map_lookup_elem(&minors, &any);
+	}
+	return kind ? *kind : 0;
+}
+
 static __always_inline void on_enter(unsigned int fd, __u32 cmd, __u64 arg)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	__u32 dev = fd_device(task, fd);
 	if (!dev)
 		return;
-	__u8 *kind = bpf_map_lookup_elem(&devices, &dev);
-	if (!kind) {
-		__u32 major = dev | ANY_MINOR;
-		kind = bpf_map_lookup_elem(&devices, &major);
-		if (!kind)
-			return;
-	}
+	__u8 kind = device_kind(dev);
+	if (!kind)
+		return;
 	struct call *c = bpf_task_storage_get(&inflight, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!c) {
 		count(COUNTER_UNTRACKED);
@@ -252,10 +275,10 @@ static __always_inline void on_enter(unsigned int fd, __u32 cmd, __u64 arg)
 	c->dev = dev;
 	c->cmd = cmd;
 	c->params = arg;
-	c->kind = *kind;
+	c->kind = kind;
 	c->xfer = 0;
 	c->size = 0;
-	if (c->kind == KIND_RM) {
+	if (kind == KIND_RM) {
 		c->nr = cmd & 0xff;
 		c->size = (cmd >> 16) & 0x3fff;
 		if (c->nr == NV_ESC_IOCTL_XFER_CMD && c->size == 16) {
