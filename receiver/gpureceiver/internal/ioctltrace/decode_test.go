@@ -3,6 +3,7 @@
 package ioctltrace
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -206,4 +207,34 @@ func TestDeviceMapsOf(t *testing.T) {
 		kernelDev(1, anyMinor): 1, // the rest of major 1
 		kernelDev(10, 200):     1,
 	}, d.minors, "a whole major needs no minor entry unless it also has single devices")
+}
+
+// TestLayoutTableHoldsEveryLayout: the BPF program finds each layout the
+// Go table knows for every driver version, in a slot of its own.
+func TestLayoutTableHoldsEveryLayout(t *testing.T) {
+	for major := 510; major <= 600; major += 5 {
+		offsets := offsetsFor(DriverVersion{Major: major})
+		table, err := layoutTable(offsets)
+		require.NoError(t, err, "driver %d", major)
+		for _, o := range offsets {
+			slot, ok := layoutSlot(o.kind, o.nr)
+			require.True(t, ok)
+			l := table[slot]
+			i := slices.Index(l.Size[:], o.size)
+			require.GreaterOrEqual(t, i, 0, "driver %d: %s size %d", major, EscapeName(o.kind, o.nr), o.size)
+			assert.Equal(t, o.offset, l.Offset[i])
+		}
+	}
+	slots := map[uint32]string{}
+	for kind, escapes := range map[Kind]map[uint32]string{KindRM: rmEscapes, KindUVM: uvmEscapes} {
+		for nr, name := range escapes {
+			slot, ok := layoutSlot(kind, nr)
+			require.True(t, ok, name)
+			require.Less(t, slot, uint32(512), name)
+			require.NotContains(t, slots, slot, "%s and %s share a slot", name, slots[slot])
+			slots[slot] = name
+		}
+	}
+	_, ok := layoutSlot(KindUVM, 0x40000000)
+	assert.False(t, ok, "an unknown command far off has no slot (and no layout)")
 }

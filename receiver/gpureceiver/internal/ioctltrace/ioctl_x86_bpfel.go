@@ -50,6 +50,12 @@ type ioctlEvent struct {
 	CgroupParent [128]int8
 }
 
+type ioctlLayout struct {
+	_      structs.HostLayout
+	Size   [4]uint32
+	Offset [4]uint32
+}
+
 type ioctlStatKey struct {
 	_      structs.HostLayout
 	Tgid   uint32
@@ -68,14 +74,6 @@ type ioctlStatValue struct {
 	Buckets [40]uint64
 }
 
-type ioctlStatusKey struct {
-	_    structs.HostLayout
-	Nr   uint32
-	Size uint32
-	Kind uint8
-	Pad  [3]uint8
-}
-
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -86,7 +84,7 @@ const (
 	ioctlMapMajors          = "majors"
 	ioctlMapMinors          = "minors"
 	ioctlMapStats           = "stats"
-	ioctlMapStatusOffsets   = "status_offsets"
+	ioctlMapStatusLayouts   = "status_layouts"
 	ioctlMapZeroStat        = "zero_stat"
 	ioctlProgFentryIoctl    = "fentry_ioctl"
 	ioctlProgFexitIoctl     = "fexit_ioctl"
@@ -159,7 +157,7 @@ type ioctlMapSpecs struct {
 	Majors        *ebpf.MapSpec `ebpf:"majors"`
 	Minors        *ebpf.MapSpec `ebpf:"minors"`
 	Stats         *ebpf.MapSpec `ebpf:"stats"`
-	StatusOffsets *ebpf.MapSpec `ebpf:"status_offsets"`
+	StatusLayouts *ebpf.MapSpec `ebpf:"status_layouts"`
 	ZeroStat      *ebpf.MapSpec `ebpf:"zero_stat"`
 }
 
@@ -198,7 +196,7 @@ type ioctlMaps struct {
 	Majors        *ebpf.Map `ebpf:"majors"`
 	Minors        *ebpf.Map `ebpf:"minors"`
 	Stats         *ebpf.Map `ebpf:"stats"`
-	StatusOffsets *ebpf.Map `ebpf:"status_offsets"`
+	StatusLayouts *ebpf.Map `ebpf:"status_layouts"`
 	ZeroStat      *ebpf.Map `ebpf:"zero_stat"`
 }
 
@@ -210,7 +208,7 @@ func (m *ioctlMaps) Close() error {
 		m.Majors,
 		m.Minors,
 		m.Stats,
-		m.StatusOffsets,
+		m.StatusLayouts,
 		m.ZeroStat,
 	)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -135,9 +136,12 @@ func (t *Tracer) fill(filters []deviceFilter) error {
 	if err := t.setDevices(filters); err != nil {
 		return err
 	}
-	for _, o := range offsetsFor(t.layouts.Version) {
-		key := ioctlStatusKey{Nr: o.nr, Size: o.size, Kind: kindCode(o.kind)}
-		if err := t.objs.StatusOffsets.Put(key, o.offset); err != nil {
+	layouts, err := layoutTable(offsetsFor(t.layouts.Version))
+	if err != nil {
+		return err
+	}
+	for slot, l := range layouts {
+		if err := t.objs.StatusLayouts.Put(slot, l); err != nil {
 			return fmt.Errorf("status layouts: %w", err)
 		}
 	}
@@ -207,6 +211,47 @@ func deviceMapsOf(filters []deviceFilter) deviceMaps {
 	return d
 }
 
+// layoutSizes is the number of parameter sizes one slot of the BPF
+// program's status_layouts holds.
+const layoutSizes = 4
+
+// layoutSlot is where the BPF program looks up a call's layouts (its
+// layout_slot): rm escapes at 0-255, uvm commands below 0xf0 at 256 +
+// command, UVM_INITIALIZE and UVM_DEINITIALIZE (0x3000000N) at 496 + N.
+func layoutSlot(kind Kind, nr uint32) (uint32, bool) {
+	switch {
+	case kind == KindRM:
+		return nr, nr < 256
+	case nr < 0xf0:
+		return 256 + nr, true
+	case nr&^0xf == 0x30000000:
+		return 496 + nr&0xf, true
+	}
+	return 0, false
+}
+
+// layoutTable groups status offsets by slot, as the BPF program reads them.
+func layoutTable(offsets []statusOffset) (map[uint32]ioctlLayout, error) {
+	table := map[uint32]ioctlLayout{}
+	for _, o := range offsets {
+		slot, ok := layoutSlot(o.kind, o.nr)
+		if !ok {
+			return nil, fmt.Errorf("status layout of %s has no slot in the BPF program", EscapeName(o.kind, o.nr))
+		}
+		if o.offset == 0 {
+			return nil, fmt.Errorf("status layout of %s: offset 0 means no layout to the BPF program", EscapeName(o.kind, o.nr))
+		}
+		l := table[slot]
+		i := slices.Index(l.Offset[:], 0)
+		if i < 0 {
+			return nil, fmt.Errorf("status layouts of %s: more than %d parameter sizes", EscapeName(o.kind, o.nr), layoutSizes)
+		}
+		l.Size[i], l.Offset[i] = o.size, o.offset
+		table[slot] = l
+	}
+	return table, nil
+}
+
 // haveRdonlyCast reports whether the kernel has the bpf_rdonly_cast kfunc
 // (Linux 6.2), with which the BPF program reads struct file by direct
 // loads.
@@ -269,7 +314,7 @@ func (o *tracerObjects) replacements() map[string]*ebpf.Map {
 	return map[string]*ebpf.Map{
 		ioctlMapCounters: o.Counters, ioctlMapEvents: o.Events, ioctlMapInflight: o.Inflight,
 		ioctlMapMajors: o.Majors, ioctlMapMinors: o.Minors, ioctlMapStats: o.Stats,
-		ioctlMapStatusOffsets: o.StatusOffsets, ioctlMapZeroStat: o.ZeroStat,
+		ioctlMapStatusLayouts: o.StatusLayouts, ioctlMapZeroStat: o.ZeroStat,
 	}
 }
 

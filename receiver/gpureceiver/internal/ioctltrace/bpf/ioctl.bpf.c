@@ -61,13 +61,6 @@ struct stat_value {
 	__u64 buckets[HIST_BUCKETS]; /* bucket i: [2^i, 2^(i+1)) ns */
 };
 
-struct status_key {
-	__u32 nr;
-	__u32 size; /* 0 for uvm */
-	__u8 kind;
-	__u8 pad[3];
-};
-
 struct event {
 	__u64 start_ns;
 	__u64 latency_ns;
@@ -114,13 +107,22 @@ struct {
 	__type(value, __u8);
 } minors SEC(".maps");
 
-/* (kind, escape, size) → byte offset of the status in the parameters. */
+/* Where the status sits in a call's parameters, by escape slot (see
+ * layout_slot): up to LAYOUT_SIZES parameter sizes, each with its offset;
+ * size 0 matches uvm calls, which have no size in the command. */
+#define LAYOUT_SLOTS 512
+#define LAYOUT_SIZES 4
+struct layout {
+	__u32 size[LAYOUT_SIZES];
+	__u32 offset[LAYOUT_SIZES];
+};
+
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1024);
-	__type(key, struct status_key);
-	__type(value, __u32);
-} status_offsets SEC(".maps");
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, LAYOUT_SLOTS);
+	__type(key, __u32);
+	__type(value, struct layout);
+} status_layouts SEC(".maps");
 
 /* The call in flight on each thread, kept in the task itself: no shared
  * hash table, no lock. */
@@ -258,6 +260,38 @@ static __always_inline __u8 device_kind(__u32 dev)
 	return kind ? *kind : 0;
 }
 
+/* The status_layouts slot of a call: rm escapes (_IOC_NR, 8 bits) at
+ * 0-255; uvm commands below 0xf0 at 256 + command; UVM_INITIALIZE and
+ * UVM_DEINITIALIZE (0x3000000N) at 496 + N. Other calls have none. Keep in
+ * step with layoutSlot in tracer.go. */
+static __always_inline __s32 layout_slot(__u8 kind, __u32 nr)
+{
+	if (kind == KIND_RM)
+		return nr < 256 ? nr : -1;
+	if (nr < 0xf0)
+		return 256 + nr;
+	if ((nr & ~0xfU) == 0x30000000)
+		return 496 + (nr & 0xf);
+	return -1;
+}
+
+/* The byte offset of the call's status in its parameters, or -1. */
+static __always_inline __s64 status_offset(__u8 kind, __u32 nr, __u32 size)
+{
+	__s32 slot = layout_slot(kind, nr);
+	if (slot < 0)
+		return -1;
+	__u32 key = slot;
+	struct layout *l = bpf_map_lookup_elem(&status_layouts, &key);
+	if (!l)
+		return -1;
+	for (int i = 0; i < LAYOUT_SIZES; i++) {
+		if (l->offset[i] && l->size[i] == size)
+			return l->offset[i];
+	}
+	return -1;
+}
+
 static __always_inline void on_enter(unsigned int fd, __u32 cmd, __u64 arg)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
@@ -317,12 +351,9 @@ static __always_inline void on_exit(long ret)
 		key.err = ret;
 	/* Read even when the syscall failed: the driver then leaves the
 	 * caller's value, which user space reports beside the errno. */
-	struct status_key sk = {.nr = c->nr, .kind = c->kind};
-	if (c->kind == KIND_RM)
-		sk.size = c->size;
-	__u32 *off = bpf_map_lookup_elem(&status_offsets, &sk);
+	__s64 off = status_offset(c->kind, c->nr, c->kind == KIND_RM ? c->size : 0);
 	__u32 status;
-	if (off && !bpf_probe_read_user(&status, sizeof(status), (void *)(c->params + *off)))
+	if (off >= 0 && !bpf_probe_read_user(&status, sizeof(status), (void *)(c->params + off)))
 		key.status = status;
 	bpf_probe_read_kernel_str(&key.comm, sizeof(key.comm), task->group_leader->comm);
 
