@@ -96,12 +96,14 @@ Block devices:
 `
 
 func TestResolveDevices(t *testing.T) {
-	nvidia := uint32(195)
+	nvidia, unregistered := uint32(195), uint32(7)
 	filters, missing, err := resolve([]DeviceMatch{
 		{Major: &nvidia},
 		{ProcDevicesName: "nvidia-uvm", Kind: KindUVM},
 		{ProcDevicesName: "nvidia-modeset"},
 		{Path: "/dev/null"},
+		{Major: &unregistered},
+		{Path: "/dev/no-such-device"},
 	}, strings.NewReader(procDevices))
 	require.NoError(t, err)
 	assert.Equal(t, []deviceFilter{
@@ -109,12 +111,16 @@ func TestResolveDevices(t *testing.T) {
 		{kernelDev(234, anyMinor), KindUVM}, // the character device, not the block one
 		{kernelDev(1, 3), KindRM},
 	}, filters)
-	assert.Equal(t, []string{"nvidia-modeset"}, missing)
+	assert.Equal(t, []string{"nvidia-modeset", "major 7", "/dev/no-such-device"}, missing)
+
+	// No GPU driver: NVIDIA's major is fixed, but nothing is registered under it.
+	filters, missing, err = resolve([]DeviceMatch{{Major: &nvidia}, {Path: "/dev/null"}}, strings.NewReader("Character devices:\n  4 tty\n"))
+	require.NoError(t, err)
+	assert.Empty(t, filters)
+	assert.Equal(t, []string{"major 195", "/dev/null"}, missing, "a device node whose driver is not registered is not traced")
 
 	_, _, err = resolve([]DeviceMatch{{Path: "/etc/hostname"}}, strings.NewReader(""))
 	assert.ErrorContains(t, err, "not a character device")
-	_, _, err = resolve([]DeviceMatch{{Path: "/dev/no-such-device"}}, strings.NewReader(""))
-	assert.ErrorContains(t, err, "/dev/no-such-device")
 }
 
 func TestDecodeEventRejectsPartialRecords(t *testing.T) {
@@ -154,16 +160,16 @@ func FuzzContainerOf(f *testing.F) {
 	})
 }
 
-func FuzzCharMajors(f *testing.F) {
+func FuzzCharDrivers(f *testing.F) {
 	f.Add(procDevices)
 	f.Add("Character devices:\n  x y z\n99999999999 big\n")
 	f.Fuzz(func(t *testing.T, text string) {
-		majors, err := charMajors(strings.NewReader(text))
+		d, err := charDrivers(strings.NewReader(text))
 		if err != nil {
 			return
 		}
-		for name, major := range majors {
-			if strings.ContainsAny(name, " \t\n") || major > 1<<32-1 {
+		for name, major := range d.byName {
+			if strings.ContainsAny(name, " \t\n") || !d.registered(major) {
 				t.Fatalf("bad entry %q=%d", name, major)
 			}
 		}

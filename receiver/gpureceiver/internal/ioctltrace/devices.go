@@ -83,22 +83,29 @@ type deviceFilter struct {
 
 func kernelDev(major, minor uint32) uint32 { return major<<20 | minor }
 
-// resolve turns matches into filters. A proc_devices_name that is not
-// registered (the driver is not loaded) is skipped and named in missing,
-// so that the tracer still runs for the other devices.
+// resolve turns matches into filters for the devices registered now: a
+// major when a character driver is registered under it in /proc/devices
+// (NVIDIA's 195 is fixed, but has no driver on a host without the GPU
+// driver), a proc_devices_name when that driver is registered, a path when
+// the file is a character device of a registered major (a device node can
+// outlive its driver). What is not registered is named in missing ("major
+// 195", "nvidia-uvm", "/dev/nvidia0"), so that the tracer runs for the
+// rest, and the caller can look again later.
 func resolve(matches []DeviceMatch, procDevices io.Reader) (filters []deviceFilter, missing []string, err error) {
-	var majors map[string]uint32
+	drivers, err := charDrivers(procDevices)
+	if err != nil {
+		return nil, nil, err
+	}
 	for _, m := range matches {
 		switch {
 		case m.Major != nil:
+			if !drivers.registered(*m.Major) {
+				missing = append(missing, fmt.Sprintf("major %d", *m.Major))
+				continue
+			}
 			filters = append(filters, deviceFilter{kernelDev(*m.Major, anyMinor), m.kind()})
 		case m.ProcDevicesName != "":
-			if majors == nil {
-				if majors, err = charMajors(procDevices); err != nil {
-					return nil, nil, err
-				}
-			}
-			major, ok := majors[m.ProcDevicesName]
+			major, ok := drivers.byName[m.ProcDevicesName]
 			if !ok {
 				missing = append(missing, m.ProcDevicesName)
 				continue
@@ -107,10 +114,18 @@ func resolve(matches []DeviceMatch, procDevices io.Reader) (filters []deviceFilt
 		default:
 			var st unix.Stat_t
 			if err := unix.Stat(m.Path, &st); err != nil {
+				if errors.Is(err, unix.ENOENT) {
+					missing = append(missing, m.Path)
+					continue
+				}
 				return nil, nil, fmt.Errorf("device %s: %w", m.Path, err)
 			}
 			if st.Mode&unix.S_IFMT != unix.S_IFCHR {
 				return nil, nil, fmt.Errorf("device %s: not a character device", m.Path)
+			}
+			if !drivers.registered(unix.Major(st.Rdev)) {
+				missing = append(missing, m.Path)
+				continue
 			}
 			filters = append(filters, deviceFilter{kernelDev(unix.Major(st.Rdev), unix.Minor(st.Rdev)), m.kind()})
 		}
@@ -118,9 +133,17 @@ func resolve(matches []DeviceMatch, procDevices io.Reader) (filters []deviceFilt
 	return filters, missing, nil
 }
 
-// charMajors reads the character device section of /proc/devices.
-func charMajors(r io.Reader) (map[string]uint32, error) {
-	majors := map[string]uint32{}
+// drivers are the character drivers in /proc/devices.
+type drivers struct {
+	byName map[string]uint32
+	majors map[uint32]bool
+}
+
+func (d drivers) registered(major uint32) bool { return d.majors[major] }
+
+// charDrivers reads the character device section of /proc/devices.
+func charDrivers(r io.Reader) (drivers, error) {
+	d := drivers{byName: map[string]uint32{}, majors: map[uint32]bool{}}
 	sc := bufio.NewScanner(r)
 	inChar := false
 	for sc.Scan() {
@@ -138,13 +161,15 @@ func charMajors(r io.Reader) (map[string]uint32, error) {
 			continue
 		}
 		if major, err := strconv.ParseUint(fields[0], 10, 32); err == nil {
-			majors[fields[1]] = uint32(major)
+			d.byName[fields[1]] = uint32(major)
+			d.majors[uint32(major)] = true
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("reading /proc/devices: %w", err)
+		return drivers{}, fmt.Errorf("reading /proc/devices: %w", err)
 	}
-	return majors, nil
+	return d, nil
 }
 
+// openProcDevices opens the kernel's /proc/devices.
 func openProcDevices() (io.ReadCloser, error) { return os.Open("/proc/devices") }

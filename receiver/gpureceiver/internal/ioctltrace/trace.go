@@ -3,7 +3,9 @@ package ioctltrace // import "github.com/loom-otel/loom/receiver/gpureceiver/int
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -19,6 +21,12 @@ var (
 	// ErrUnsupported is returned on platforms without the BPF program.
 	ErrUnsupported = errors.New("ioctl tracing is built for linux/amd64 only")
 )
+
+// NoDevicesError is ErrNoDevices naming the configured devices that are
+// not registered.
+func NoDevicesError(missing []string) error {
+	return fmt.Errorf("%w: none of the configured devices is registered in /proc/devices (%s)", ErrNoDevices, strings.Join(missing, ", "))
+}
 
 // Attach is how the BPF programs hook the ioctl syscall.
 type Attach string
@@ -48,9 +56,26 @@ type Options struct {
 	DriverVersion string
 	Attach        Attach
 	Logger        *zap.Logger
+	// ProcDevices opens the kernel's list of registered drivers; nil opens
+	// /proc/devices.
+	ProcDevices func() (io.ReadCloser, error)
 	// probeReadFiles makes the BPF program read struct file by probe reads
 	// as on kernels before 6.2, for the tests of that path.
 	probeReadFiles bool
+}
+
+// resolve finds the configured devices registered now.
+func (o Options) resolve() (filters []deviceFilter, missing []string, err error) {
+	open := o.ProcDevices
+	if open == nil {
+		open = openProcDevices
+	}
+	procDevices, err := open()
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading /proc/devices: %w", err)
+	}
+	defer procDevices.Close()
+	return resolve(o.Devices, procDevices)
 }
 
 // newestLayouts is the driver version assumed when none is known.

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -27,8 +26,11 @@ type Tracer struct {
 	links   []link.Link
 	reader  *ringbuf.Reader
 	attach  Attach
+	opts    Options
 	layouts Layouts
 	devices deviceMaps
+	traced  int      // device filters in the maps
+	missing []string // configured devices not registered at the last look
 	wall    clock
 	done    chan struct{}
 	closeMu sync.Once
@@ -76,24 +78,18 @@ func attachHook(mode Attach, p *ebpf.Program, enter bool) (link.Link, error) {
 // program wakes the reader only when the ring fills up.
 const ringPollInterval = 100 * time.Millisecond
 
-// Start loads and attaches the BPF programs and calls onEvent, from one
-// goroutine, for every failed or slow call until Close.
+// Start loads and attaches the BPF programs for the configured devices
+// registered now and calls onEvent, from one goroutine, for every failed or
+// slow call until Close. Without any it returns ErrNoDevices, having loaded
+// nothing: a host without the driver pays nothing. Refresh follows devices
+// that come and go.
 func Start(opts Options, onEvent func(Event)) (*Tracer, error) {
-	procDevices, err := openProcDevices()
-	if err != nil {
-		return nil, fmt.Errorf("reading /proc/devices: %w", err)
-	}
-	filters, missing, err := resolve(opts.Devices, procDevices)
-	procDevices.Close()
+	filters, missing, err := opts.resolve()
 	if err != nil {
 		return nil, err
 	}
-	if len(missing) > 0 && opts.Logger != nil {
-		opts.Logger.Info("Device drivers not registered in /proc/devices; their ioctls are not traced until restart",
-			zap.Strings("proc_devices_name", missing))
-	}
 	if len(filters) == 0 {
-		return nil, fmt.Errorf("%w: none of the configured devices exists (%s not in /proc/devices)", ErrNoDevices, strings.Join(missing, ", "))
+		return nil, NoDevicesError(missing)
 	}
 	layouts, err := opts.layouts()
 	if err != nil {
@@ -114,7 +110,7 @@ func Start(opts Options, onEvent func(Event)) (*Tracer, error) {
 		return nil, fmt.Errorf("setting direct_file_reads: %w", err)
 	}
 
-	t := &Tracer{layouts: layouts, wall: newClock(), done: make(chan struct{})}
+	t := &Tracer{opts: opts, traced: len(filters), missing: missing, layouts: layouts, wall: newClock(), done: make(chan struct{})}
 	if err := spec.LoadAndAssign(&t.objs, nil); err != nil {
 		return nil, privilegeError(fmt.Errorf("loading the BPF maps: %w", err))
 	}
@@ -130,6 +126,26 @@ func Start(opts Options, onEvent func(Event)) (*Tracer, error) {
 	go t.read(onEvent, opts.Logger)
 	return t, nil
 }
+
+// Refresh looks at /proc/devices again and traces the configured devices
+// registered now: drivers loaded since are traced, those unloaded are not.
+// It returns the devices still traced (0: Close the tracer, and Start again
+// when one appears) and the configured ones that are not registered.
+func (t *Tracer) Refresh() (traced int, missing []string, err error) {
+	filters, missing, err := t.opts.resolve()
+	if err == nil {
+		err = t.setDevices(filters)
+	}
+	if err != nil {
+		return t.traced, t.missing, err
+	}
+	t.traced, t.missing = len(filters), missing
+	return t.traced, t.missing, nil
+}
+
+// Missing names the configured devices that were not registered at the
+// last look (Start or Refresh).
+func (t *Tracer) Missing() []string { return t.missing }
 
 // fill writes the device filters and the status layouts into their maps.
 func (t *Tracer) fill(filters []deviceFilter) error {

@@ -13,3 +13,6 @@ func (*Tracer) Lost() (uint64, uint64, error) { return 0, 0, ErrUnsupported }
 func (*Tracer) Attach() Attach                { return AttachAuto }
 func (*Tracer) Layouts() Layouts              { return Layouts{} }
 func (*Tracer) Close() error                  { return nil }
+
+func (*Tracer) Refresh() (int, []string, error) { return 0, nil, ErrUnsupported }
+func (*Tracer) Missing() []string               { return nil }

@@ -5,6 +5,7 @@ package ioctltrace
 import (
 	"encoding/binary"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -209,6 +210,76 @@ func TestSingleDeviceBesideItsWholeMajor(t *testing.T) {
 	assert.Equal(t, uint32(3), events[1].DeviceMinor)
 	assert.Equal(t, "UVM_MIGRATE", events[1].Escape)
 	assert.Equal(t, "NV_ERR_TIMEOUT", events[1].Outcome.StatusName())
+}
+
+// fakeProcDevices is a /proc/devices whose character drivers a test sets.
+type fakeProcDevices struct {
+	mu      sync.Mutex
+	drivers string // "1 mem\n10 misc\n"
+}
+
+func (f *fakeProcDevices) set(drivers string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.drivers = drivers
+}
+
+func (f *fakeProcDevices) open() (io.ReadCloser, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return io.NopCloser(strings.NewReader("Character devices:\n" + f.drivers + "\nBlock devices:\n  7 loop\n")), nil
+}
+
+// TestStartAndRefreshFollowRegisteredDrivers: nothing is loaded while no
+// configured device is registered; once one is, its calls are traced, and
+// Refresh adds a driver registered later and drops one that went away.
+func TestStartAndRefreshFollowRegisteredDrivers(t *testing.T) {
+	requireRoot(t)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	procDevices := &fakeProcDevices{drivers: "  4 tty\n"}
+	opts := Options{
+		Devices:     []DeviceMatch{{Path: "/dev/null"}, {ProcDevicesName: "loomtest-rm"}},
+		ProcDevices: procDevices.open, SlowThreshold: time.Hour,
+	}
+	_, err := Start(opts, func(Event) {})
+	require.ErrorIs(t, err, ErrNoDevices)
+	assert.ErrorContains(t, err, "/dev/null, loomtest-rm")
+
+	procDevices.set("  1 mem\n")
+	tr, rec := startTracerWith(t, opts)
+	assert.Equal(t, []string{"loomtest-rm"}, tr.Missing())
+	null, zero := openDev(t, "/dev/null"), openDev(t, "/dev/zero")
+	alloc := params(32, 28, 0x51)
+	ioctl(zero, cmdRMAlloc, unsafe.Pointer(&alloc[0])) // 1:5 is not /dev/null
+	ioctl(null, cmdRMAlloc, unsafe.Pointer(&alloc[0]))
+	require.Equal(t, uint32(3), rec.waitFor(t, 1)[0].DeviceMinor)
+
+	// loomtest-rm is registered under major 1: now every mem device is traced.
+	procDevices.set("  1 mem\n  1 loomtest-rm\n")
+	traced, missing, err := tr.Refresh()
+	require.NoError(t, err)
+	assert.Equal(t, 2, traced)
+	assert.Empty(t, missing)
+	ioctl(zero, cmdRMAlloc, unsafe.Pointer(&alloc[0]))
+	require.Equal(t, uint32(5), rec.waitFor(t, 2)[1].DeviceMinor)
+
+	procDevices.set("  4 tty\n")
+	traced, missing, err = tr.Refresh()
+	require.NoError(t, err)
+	assert.Zero(t, traced)
+	assert.Equal(t, []string{"/dev/null", "loomtest-rm"}, missing)
+	ioctl(zero, cmdRMAlloc, unsafe.Pointer(&alloc[0]))
+	ioctl(null, cmdRMAlloc, unsafe.Pointer(&alloc[0]))
+	stats, err := tr.Stats()
+	require.NoError(t, err)
+	var calls uint64
+	for _, s := range stats {
+		if s.PID == uint32(os.Getpid()) {
+			calls += s.Calls
+		}
+	}
+	assert.Equal(t, uint64(2), calls, "calls after the drivers went away are not traced")
 }
 
 func TestSuccessfulCallsAreCountedNotSent(t *testing.T) {
