@@ -71,6 +71,9 @@ type IoctlConfig struct {
 	// MaxProcesses bounds the processes the call metrics keep series for;
 	// beyond it the least recently seen process's series are dropped.
 	MaxProcesses int `mapstructure:"max_processes"`
+	// DevicePollInterval is how often /proc/devices is read for the
+	// configured devices: the tracer attaches while one is registered.
+	DevicePollInterval time.Duration `mapstructure:"device_poll_interval"`
 	// DriverVersion overrides the driver version read from
 	// /sys/module/nvidia/version, which picks the parameter layouts.
 	DriverVersion string `mapstructure:"driver_version"`
@@ -97,6 +100,7 @@ func (c *Config) Validate() error {
 		check(n >= 4096 && n&(n-1) == 0, "ioctl.ring_buffer_size",
 			"must be a power of two of at least 4096 bytes, e.g. 1048576; got %d", n)
 		check(c.Ioctl.MaxProcesses > 0, "ioctl.max_processes", "must be positive, e.g. 256; got %d", c.Ioctl.MaxProcesses)
+		check(c.Ioctl.DevicePollInterval > 0, "ioctl.device_poll_interval", "must be positive, e.g. 10s; got %v", c.Ioctl.DevicePollInterval)
 		if c.Ioctl.DriverVersion != "" {
 			if _, err := ioctltrace.ParseDriverVersion(c.Ioctl.DriverVersion); err != nil {
 				errs = append(errs, fmt.Errorf("ioctl.driver_version: %w", err))

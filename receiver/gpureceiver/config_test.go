@@ -34,6 +34,7 @@ func TestLoadConfig(t *testing.T) {
 	assert.Equal(t, 50*time.Millisecond, cfg.Ioctl.SlowThreshold)
 	assert.Equal(t, 64, cfg.Ioctl.MaxProcesses)
 	assert.Equal(t, KmsgConfig{Enabled: true, Path: "/var/log/kern.fifo", ProcPath: "/host/proc", FromStart: true}, cfg.Kmsg)
+	assert.Equal(t, 30*time.Second, cfg.Ioctl.DevicePollInterval)
 }
 
 func TestValidateNamesKeyAndFix(t *testing.T) {
@@ -49,6 +50,7 @@ func TestValidateNamesKeyAndFix(t *testing.T) {
 		"bad kind":       {func(c *Config) { c.Ioctl.Devices[0].Kind = "fb" }, `ioctl.devices[0]: kind: "fb" is not rm or uvm`},
 		"no devices":     {func(c *Config) { c.Ioctl.Devices = nil }, "ioctl.devices: list at least one device"},
 		"slow":           {func(c *Config) { c.Ioctl.SlowThreshold = 0 }, "ioctl.slow_threshold: must be positive"},
+		"poll":           {func(c *Config) { c.Ioctl.DevicePollInterval = 0 }, "ioctl.device_poll_interval: must be positive, e.g. 10s"},
 		"driver version": {func(c *Config) { c.Ioctl.DriverVersion = "latest" }, "ioctl.driver_version"},
 		"memory ratio":   {func(c *Config) { c.NVML.MemoryHighRatio = 95 }, "nvml.memory_high_ratio"},
 	} {

@@ -53,9 +53,10 @@ func createDefaultConfig() component.Config {
 				{Major: &nvidia, Kind: ioctltrace.KindRM},
 				{ProcDevicesName: "nvidia-uvm", Kind: ioctltrace.KindUVM},
 			},
-			SlowThreshold:  100 * time.Millisecond,
-			RingBufferSize: 1 << 20,
-			MaxProcesses:   256,
+			SlowThreshold:      100 * time.Millisecond,
+			RingBufferSize:     1 << 20,
+			MaxProcesses:       256,
+			DevicePollInterval: 10 * time.Second,
 		},
 		Kmsg: KmsgConfig{Enabled: true, Path: "/dev/kmsg", ProcPath: "/proc"},
 	}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -40,12 +42,20 @@ type gpuReceiver struct {
 
 	mu      sync.Mutex
 	started bool
-	status  *componentstatus.Event // of the parts, reported by every Start
-	logs    consumer.Logs
-	nvml    *nvmlsource.Source
-	tracer  *ioctltrace.Tracer
-	calls   *callTable
-	lost    lostCounts
+	// hosts are those of the components sharing r (the logs and the metrics
+	// receiver): each gets the parts' status, again whenever it changes.
+	hosts []component.Host
+	// nvmlProblem and ioctlProblem say why a part does not run (nil: it runs).
+	nvmlProblem, ioctlProblem error
+	logs                      consumer.Logs
+	nvml                      *nvmlsource.Source
+	tracer                    *ioctltrace.Tracer
+	calls                     *callTable
+	lost                      lostCounts
+	// procDevices and newTicker are /proc/devices and the poll's ticker;
+	// tests set their own.
+	procDevices func() (io.ReadCloser, error)
+	newTicker   func(time.Duration) (ticks <-chan time.Time, stop func())
 	// pending waits for the next flush; the ioctl records in it are in one
 	// resource, eventRecords, while hasEventBatch.
 	pending        plog.Logs
@@ -76,25 +86,31 @@ func newGPUReceiver(cfg *Config, set receiver.Settings) (*gpuReceiver, error) {
 	return &gpuReceiver{
 		cfg: cfg, set: set, telemetry: telemetry, obsrecv: obsrecv, hostName: hostName,
 		calls: newCallTable(cfg.Ioctl.MaxProcesses), pending: plog.NewLogs(),
+		newTicker: func(d time.Duration) (<-chan time.Time, func()) {
+			t := time.NewTicker(d)
+			return t.C, t.Stop
+		},
 	}, nil
 }
 
 // start opens the NVML session and the tracer on the first Start. A part
 // that cannot run is reported as a recoverable error and left out; the
-// other part keeps working and the collector keeps running.
+// other part and the collector keep running. The tracer attaches only while
+// a configured device is registered in /proc/devices, looked at every
+// ioctl.device_poll_interval.
 func (r *gpuReceiver) start(host component.Host) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.hosts = append(r.hosts, host)
 	if r.started {
 		// The logs and the metrics receiver are two components: each
 		// reports the shared parts' status.
-		componentstatus.ReportStatus(host, r.status)
+		componentstatus.ReportStatus(host, r.statusLocked())
 		return
 	}
 	r.started = true
 	ctx, cancel := context.WithCancel(context.Background())
 	r.stop = cancel
-	var problems []error
 	if r.cfg.NVML.Enabled {
 		src, err := nvmlsource.Open(nvmlsource.Options{
 			MIG: r.cfg.NVML.MIG, GPM: r.cfg.NVML.GPM, XIDEvents: r.cfg.NVML.XIDEvents,
@@ -102,7 +118,8 @@ func (r *gpuReceiver) start(host component.Host) {
 			Telemetry: r.telemetry, Logger: r.set.Logger,
 		})
 		if err != nil {
-			problems = append(problems, fmt.Errorf("nvml: %w; GPU metrics and XID events are off (nvml.enabled: false silences this)", err))
+			r.nvmlProblem = fmt.Errorf("nvml: %w; GPU metrics and XID events are off (nvml.enabled: false silences this)", err)
+			r.set.Logger.Warn("GPU receiver part unavailable", zap.Error(r.nvmlProblem))
 		} else {
 			r.nvml = src
 			r.wg.Add(1)
@@ -115,17 +132,11 @@ func (r *gpuReceiver) start(host component.Host) {
 		}
 	}
 	if r.cfg.Ioctl.Enabled {
-		tracer, err := ioctltrace.Start(ioctltrace.Options{
-			Devices: r.cfg.Ioctl.Devices, SlowThreshold: r.cfg.Ioctl.SlowThreshold,
-			RingBufferSize: r.cfg.Ioctl.RingBufferSize, DriverVersion: r.cfg.Ioctl.DriverVersion,
-			Logger: r.set.Logger,
-		}, r.onEvent)
-		if err != nil {
-			problems = append(problems, fmt.Errorf("ioctl tracing: %w; driver ioctls are not traced (ioctl.enabled: false silences this)", err))
-		} else {
-			r.tracer = tracer
-			r.set.Logger.Info("Tracing NVIDIA driver ioctls",
-				zap.String("attach", string(tracer.Attach())), zap.Stringer("parameter_layouts", tracer.Layouts()))
+		tracer, err := r.startTracer()
+		if r.attachTracerLocked(tracer, err) {
+			ticks, stopTicks := r.newTicker(r.cfg.Ioctl.DevicePollInterval)
+			r.wg.Add(1)
+			go r.watchDevices(ctx, ticks, stopTicks)
 		}
 	}
 	if r.cfg.Kmsg.Enabled {
@@ -134,31 +145,136 @@ func (r *gpuReceiver) start(host component.Host) {
 	}
 	r.wg.Add(1)
 	go r.flushLoop(ctx)
-	for _, err := range problems {
-		r.set.Logger.Warn("GPU receiver part unavailable", zap.Error(err))
+	r.reportLocked()
+}
+
+func (r *gpuReceiver) startTracer() (*ioctltrace.Tracer, error) {
+	return ioctltrace.Start(ioctltrace.Options{
+		Devices: r.cfg.Ioctl.Devices, SlowThreshold: r.cfg.Ioctl.SlowThreshold,
+		RingBufferSize: r.cfg.Ioctl.RingBufferSize, DriverVersion: r.cfg.Ioctl.DriverVersion,
+		Logger: r.set.Logger, ProcDevices: r.procDevices,
+	}, r.onEvent)
+}
+
+// attachTracerLocked takes what startTracer returned: the tracer, or why
+// there is none. It logs the change and reports whether the devices are
+// still to be watched (not after an error other than that no configured
+// device is registered: privileges and kernel support do not come later).
+func (r *gpuReceiver) attachTracerLocked(tracer *ioctltrace.Tracer, err error) (watch bool) {
+	switch {
+	case errors.Is(err, ioctltrace.ErrNoDevices):
+		waiting := r.ioctlProblem != nil && errors.Is(r.ioctlProblem, ioctltrace.ErrNoDevices)
+		r.ioctlProblem = fmt.Errorf("ioctl tracing: %w; it attaches when one is (checked every %s; ioctl.enabled: false silences this)",
+			err, r.cfg.Ioctl.DevicePollInterval)
+		if !waiting {
+			r.set.Logger.Info("No NVIDIA device registered: driver ioctls are not traced until one is",
+				zap.Error(err), zap.Duration("device_poll_interval", r.cfg.Ioctl.DevicePollInterval))
+		}
+		return true
+	case err != nil:
+		r.ioctlProblem = fmt.Errorf("ioctl tracing: %w; driver ioctls are not traced (ioctl.enabled: false silences this)", err)
+		r.set.Logger.Warn("GPU receiver part unavailable", zap.Error(r.ioctlProblem))
+		return false
 	}
-	r.status = componentstatus.NewEvent(componentstatus.StatusOK)
-	if len(problems) > 0 {
-		r.status = componentstatus.NewRecoverableErrorEvent(errors.Join(problems...))
+	r.tracer, r.lost, r.ioctlProblem = tracer, lostCounts{}, nil
+	r.set.Logger.Info("Tracing NVIDIA driver ioctls",
+		zap.String("attach", string(tracer.Attach())), zap.Stringer("parameter_layouts", tracer.Layouts()),
+		zap.Strings("not_registered", tracer.Missing()))
+	return true
+}
+
+// watchDevices attaches the tracer when a configured device is registered
+// and detaches it when none is left, until ctx ends or tracing cannot start.
+func (r *gpuReceiver) watchDevices(ctx context.Context, ticks <-chan time.Time, stopTicks func()) {
+	defer r.wg.Done()
+	defer stopTicks()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticks:
+			if !r.checkDevices() {
+				return
+			}
+		}
 	}
-	componentstatus.ReportStatus(host, r.status)
+}
+
+// checkDevices looks at /proc/devices once; false when there is no point
+// looking again. The tracer starts and closes outside r.mu: its reader
+// calls onEvent, which takes it.
+func (r *gpuReceiver) checkDevices() (watch bool) {
+	r.mu.Lock()
+	tracer := r.tracer
+	r.mu.Unlock()
+	if tracer == nil {
+		tracer, err := r.startTracer()
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		watch = r.attachTracerLocked(tracer, err)
+		if tracer != nil || !watch {
+			r.reportLocked()
+		}
+		return watch
+	}
+	before := tracer.Missing()
+	traced, missing, err := tracer.Refresh()
+	switch {
+	case err != nil:
+		r.set.Logger.Warn("Looking for NVIDIA devices", zap.Error(err))
+	case traced == 0:
+		r.mu.Lock()
+		r.tracer = nil
+		r.mu.Unlock()
+		closeErr := tracer.Close()
+		r.set.Logger.Info("The NVIDIA devices are gone: ioctl tracing is detached until one is registered again",
+			zap.Strings("not_registered", missing), zap.NamedError("close", closeErr))
+		r.mu.Lock()
+		r.attachTracerLocked(nil, ioctltrace.NoDevicesError(missing))
+		r.reportLocked()
+		r.mu.Unlock()
+	case !slices.Equal(before, missing):
+		r.set.Logger.Info("Traced NVIDIA devices changed", zap.Int("traced", traced), zap.Strings("not_registered", missing))
+	}
+	return true
+}
+
+// statusLocked is the parts' status: OK, or a recoverable error naming
+// every part that does not run and why.
+func (r *gpuReceiver) statusLocked() *componentstatus.Event {
+	if err := errors.Join(r.nvmlProblem, r.ioctlProblem); err != nil {
+		return componentstatus.NewRecoverableErrorEvent(err)
+	}
+	return componentstatus.NewEvent(componentstatus.StatusOK)
+}
+
+// reportLocked reports the parts' status to every component sharing r.
+func (r *gpuReceiver) reportLocked() {
+	status := r.statusLocked()
+	for _, host := range r.hosts {
+		componentstatus.ReportStatus(host, status)
+	}
 }
 
 // shutdown closes everything, after a final flush; the last of the
 // receivers sharing r calls it.
 func (r *gpuReceiver) shutdown(ctx context.Context) error {
 	r.mu.Lock()
-	stop, tracer, src := r.stop, r.tracer, r.nvml
+	stop := r.stop
+	r.mu.Unlock()
+	// The device watch first: it may be attaching a tracer.
+	if stop != nil {
+		stop()
+	}
+	r.wg.Wait()
+	r.mu.Lock()
+	tracer, src := r.tracer, r.nvml
 	r.tracer, r.nvml = nil, nil
 	r.mu.Unlock()
 	var errs []error
 	if tracer != nil {
 		errs = append(errs, tracer.Close())
 	}
-	if stop != nil {
-		stop()
-	}
-	r.wg.Wait()
 	if src != nil {
 		errs = append(errs, src.Close())
 	}

@@ -5,8 +5,10 @@ package gpureceiver
 import (
 	"context"
 	"encoding/binary"
+	"io"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -20,6 +22,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/receiver/receivertest"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 	"golang.org/x/sys/unix"
 
 	"github.com/loom-otel/loom/internal/golden"
@@ -212,4 +216,128 @@ func TestReceiversOfAnIDShareUntilTheLastShutdown(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotSame(t, first, reloaded.(*logsReceiver).r)
 	require.NoError(t, reloaded.Shutdown(ctx))
+}
+
+// procDevicesFile is a /proc/devices whose character drivers a test sets.
+type procDevicesFile struct {
+	mu      sync.Mutex
+	drivers string
+}
+
+func (f *procDevicesFile) set(drivers string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.drivers = drivers
+}
+
+func (f *procDevicesFile) open() (io.ReadCloser, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return io.NopCloser(strings.NewReader("Character devices:\n" + f.drivers + "\nBlock devices:\n")), nil
+}
+
+// TestTracerAttachesWhileADeviceIsRegistered: on a host where no configured
+// device is registered the receiver loads nothing and says so (status and
+// log); when one is registered it attaches at the next look and its calls
+// come out; when none is left it detaches and says so again. The devices
+// are the default ones and mem's major (1), which the test's fake
+// /proc/devices registers and unregisters; the ticker is the test's.
+func TestTracerAttachesWhileADeviceIsRegistered(t *testing.T) {
+	require.Zero(t, os.Geteuid(), "the eBPF tests need root (CAP_BPF, CAP_PERFMON)")
+	cfg := createDefaultConfig().(*Config)
+	cfg.NVML.Enabled = false
+	mem := uint32(1)
+	cfg.Ioctl.Devices = append(cfg.Ioctl.Devices, ioctltrace.DeviceMatch{Major: &mem})
+	cfg.Ioctl.DriverVersion = "595.45.04"
+	require.NoError(t, cfg.Validate())
+
+	core, logged := observer.New(zap.InfoLevel)
+	set := receivertest.NewNopSettings(metadata.Type)
+	set.Logger = zap.New(core)
+	f := NewFactory()
+	logs := new(consumertest.LogsSink)
+	lr, err := f.CreateLogs(context.Background(), set, cfg, logs)
+	require.NoError(t, err)
+	mr, err := f.CreateMetrics(context.Background(), set, cfg, new(consumertest.MetricsSink))
+	require.NoError(t, err)
+	r := lr.(*logsReceiver).r
+	procDevices := &procDevicesFile{drivers: "  4 tty\n"}
+	ticks := make(chan time.Time)
+	r.procDevices = procDevices.open
+	r.newTicker = func(d time.Duration) (<-chan time.Time, func()) {
+		assert.Equal(t, 10*time.Second, d, "the documented default")
+		return ticks, func() {}
+	}
+	// look runs the receiver's look at /proc/devices: the second tick is
+	// taken only once the first one's look is done.
+	look := func() {
+		ticks <- time.Now()
+		ticks <- time.Now()
+	}
+	host := &statusHost{}
+	require.NoError(t, lr.Start(context.Background(), host))
+	require.NoError(t, mr.Start(context.Background(), host))
+	defer func() {
+		require.NoError(t, mr.Shutdown(context.Background()))
+		require.NoError(t, lr.Shutdown(context.Background()))
+	}()
+
+	lastStatus := func(n int) []*componentstatus.Event {
+		host.mu.Lock()
+		defer host.mu.Unlock()
+		require.Len(t, host.events, n)
+		return host.events[n-2:]
+	}
+	for _, e := range lastStatus(2) {
+		assert.Equal(t, componentstatus.StatusRecoverableError, e.Status())
+		assert.ErrorContains(t, e.Err(), "ioctl tracing: no device to trace: none of the configured devices is registered in /proc/devices (major 195, nvidia-uvm, major 1); it attaches when one is (checked every 10s")
+	}
+	assert.Equal(t, 1, logged.FilterMessageSnippet("No NVIDIA device registered").Len())
+	r.mu.Lock()
+	assert.Nil(t, r.tracer, "nothing is loaded")
+	r.mu.Unlock()
+
+	look()
+	lastStatus(2) // no change, no report
+	assert.Equal(t, 1, logged.FilterMessageSnippet("No NVIDIA device registered").Len(), "said once")
+
+	procDevices.set("  1 mem\n")
+	look()
+	for _, e := range lastStatus(4) {
+		assert.Equal(t, componentstatus.StatusOK, e.Status())
+	}
+	attached := logged.FilterMessage("Tracing NVIDIA driver ioctls").All()
+	require.Len(t, attached, 1)
+	assert.Equal(t, []any{"major 195", "nvidia-uvm"}, attached[0].ContextMap()["not_registered"])
+
+	fd, err := unix.Open("/dev/null", unix.O_RDWR, 0)
+	require.NoError(t, err)
+	params := make([]byte, 32)
+	binary.NativeEndian.PutUint32(params[28:], 0x51)
+	_, _, _ = unix.Syscall(unix.SYS_IOCTL, uintptr(fd), 0xC020462B, uintptr(unsafe.Pointer(&params[0])))
+	_ = unix.Close(fd)
+	require.Eventually(t, func() bool {
+		for _, ld := range logs.AllLogs() {
+			for i := 0; i < ld.ResourceLogs().Len(); i++ {
+				records := ld.ResourceLogs().At(i).ScopeLogs().At(0).LogRecords()
+				for j := 0; j < records.Len(); j++ {
+					if pid, _ := records.At(j).Attributes().Get("process.pid"); pid.Int() == int64(os.Getpid()) {
+						return true
+					}
+				}
+			}
+		}
+		return false
+	}, 5*time.Second, 20*time.Millisecond, "the attached tracer's event")
+
+	procDevices.set("  4 tty\n")
+	look()
+	for _, e := range lastStatus(6) {
+		assert.Equal(t, componentstatus.StatusRecoverableError, e.Status())
+		assert.ErrorContains(t, e.Err(), "(major 195, nvidia-uvm, major 1)")
+	}
+	assert.Equal(t, 1, logged.FilterMessageSnippet("ioctl tracing is detached").Len())
+	r.mu.Lock()
+	assert.Nil(t, r.tracer)
+	r.mu.Unlock()
 }
