@@ -7,6 +7,7 @@ require (
 	github.com/cilium/ebpf v0.22.0
 	github.com/golang/snappy v1.0.0
 	github.com/google/go-cmp v0.7.0
+	github.com/google/pprof v0.0.0-20261016150608-1facf8f91b50
 	github.com/grafana/grafana-foundation-sdk/go v0.0.22
 	github.com/grafana/loki/pkg/push v0.0.0-20250630054201-94c0ba7b0952
 	github.com/hashicorp/golang-lru/v2 v2.0.7
