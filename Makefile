@@ -40,7 +40,7 @@ export CGO_ENABLED := 1
 # the build's output.
 export CGO_CFLAGS := -O2 -g -Wno-deprecated-declarations
 
-.PHONY: all tools bpf-deps tracefs generate generate-check helm-golden build run example example-venv gpu-check test test-deps unit fuzz e2e bench lint fmt clean
+.PHONY: all tools bpf-deps tracefs generate generate-check helm-golden build run example example-venv gpu-check test test-deps unit fuzz e2e bench perf lint fmt clean
 
 all: build
 
@@ -139,8 +139,9 @@ fuzz:
 	  done; \
 	done
 
+# The e2e tests, and the system benchmark's short run (cmd/loomperf's smoke test).
 e2e: build test-deps example-venv
-	LOOM_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -tags e2e -timeout 20m ./test/e2e/...
+	LOOM_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -tags e2e -timeout 20m ./test/e2e/... ./cmd/loomperf/
 	cd $(HELM_DIR) && LOOM_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -tags e2e -run '^TestRenderedConfigsValidate$$' ./charttest/
 
 # Benchmarks print ratios against baselines measured side by side in the same run.
@@ -148,11 +149,19 @@ bench: test-deps tracefs
 	command -v strace >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq strace; }
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./... | tee /dev/stderr | $(GO) run ./cmd/benchratio
 
+# The system benchmark (README "Performance"): the built collector at fixed
+# offered loads, Loom's default pipeline beside the stock components doing
+# the closest job and the floor, interleaved, 3 repetitions (~35 minutes).
+# PERFFLAGS adds loomperf flags, e.g. PERFFLAGS='-reps 5 -window 60s'.
+PERFFLAGS ?=
+perf: build
+	$(GO) run ./cmd/loomperf -bin $(BIN) $(PERFFLAGS)
+
 # --- hygiene ---------------------------------------------------------------
 lint: $(GOLANGCI)
 	test -z "$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go'))" || { gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go'); echo "gofmt: run 'make fmt'" >&2; exit 1; }
 	$(GO) vet ./...
-	$(GO) vet -tags e2e ./test/e2e/...
+	$(GO) vet -tags e2e ./test/e2e/... ./cmd/loomperf/
 	$(GO) vet -tags '$(BUILD_TAGS)' $(TAGGED_PKGS)
 	$(GOLANGCI) run ./...
 	$(GOLANGCI) run --build-tags '$(BUILD_TAGS)' $(TAGGED_PKGS)

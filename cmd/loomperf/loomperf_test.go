@@ -1,0 +1,132 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestMoveListenersMovesEveryLoopbackListener(t *testing.T) {
+	cfg, err := loomConfig("../..")
+	require.NoError(t, err)
+	moved, err := moveListeners(cfg)
+	require.NoError(t, err)
+	for _, path := range []string{
+		"receivers.otlp.protocols.grpc.endpoint", "receivers.otlp.protocols.http.endpoint",
+		"extensions.health_check.endpoint", "extensions.pprof.endpoint", "extensions.zpages.endpoint",
+		"exporters.prometheus.endpoint", // a listener, though an exporter
+		"service.telemetry.metrics.readers[0].pull.exporter.prometheus.port",
+	} {
+		addr, ok := moved[path]
+		require.True(t, ok, "%s not moved: %v", path, moved)
+		assert.NotRegexp(t, `:(4317|4318|13133|1777|55679|8889|8888)$`, addr, path)
+	}
+	seen := map[string]string{}
+	for path, addr := range moved {
+		require.NotContains(t, seen, addr, "%s and %s got the same port", path, seen[addr])
+		seen[addr] = path
+	}
+	grpc, err := moved.endpoint("receivers.otlp.protocols.grpc.endpoint")
+	require.NoError(t, err)
+	assert.Equal(t, cfg["receivers"].(map[string]any)["otlp"].(map[string]any)["protocols"].(map[string]any)["grpc"].(map[string]any)["endpoint"], grpc)
+	_, err = moved.endpoint("extensions.nothing.endpoint")
+	assert.ErrorContains(t, err, "no loopback listener")
+}
+
+func TestStockAndFloorHaveWhatTheBenchmarkReads(t *testing.T) {
+	for _, p := range pipelines {
+		cfg, err := p.config("../..")
+		require.NoError(t, err, p.name)
+		moved, err := moveListeners(cfg)
+		require.NoError(t, err, p.name)
+		for _, suffix := range []string{"extensions.health_check.endpoint", "receivers.otlp.protocols.grpc.endpoint", "prometheus.port", "extensions.pprof.endpoint"} {
+			_, err := moved.endpoint(suffix)
+			assert.NoError(t, err, "%s: %s", p.name, suffix)
+		}
+	}
+	stock, err := stockConfig("")
+	require.NoError(t, err)
+	statements := stock["processors"].(map[string]any)["transform"].(map[string]any)["log_statements"].([]any)[0].(map[string]any)["statements"].([]any)
+	joined := ""
+	for _, s := range statements {
+		joined += s.(string) + "\n"
+	}
+	for _, want := range []string{"ParseJSON(body)", "ParseKeyValue(body)", "ExtractPatterns(body", `set(attributes["req_id"], attributes["request_id"])`,
+		`set(attributes["resource_usage.latency_ms"], Double(attributes["duration_ms"]))`, `delete_key(attributes, "prompt")`} {
+		assert.Contains(t, joined, want)
+	}
+}
+
+func TestParseCPUTime(t *testing.T) {
+	// The command may hold spaces and parentheses.
+	stat := "4242 (otel col (x)) S 1 4242 4242 0 -1 4194560 1000 0 0 0 250 75 0 0 20 0 12 0 100 2000000 5000 18446744073709551615"
+	cpu, err := parseCPUTime(stat)
+	require.NoError(t, err)
+	assert.Equal(t, 3250*time.Millisecond, cpu, "utime 250 + stime 75 ticks of 10 ms")
+	_, err = parseCPUTime("4242 (x) S 1")
+	assert.Error(t, err)
+}
+
+func TestParseStatus(t *testing.T) {
+	m, err := parseStatus(strings.NewReader("Name:\totelcol-loom\nVmPeak:\t 9999 kB\nVmHWM:\t  300000 kB\nVmRSS:\t  250000 kB\n"))
+	require.NoError(t, err)
+	assert.Equal(t, memory{rss: 250000 << 10, peak: 300000 << 10}, m)
+	_, err = parseStatus(strings.NewReader("Name:\tx\n"))
+	assert.Error(t, err)
+}
+
+func TestParsePrometheusText(t *testing.T) {
+	text := `# HELP otelcol_receiver_refused_spans_total Number of spans refused.
+# TYPE otelcol_receiver_refused_spans_total counter
+otelcol_receiver_refused_spans_total{receiver="otlp",transport="grpc",label="a}b"} 12
+otelcol_receiver_refused_spans_total{receiver="otlp",transport="http"} 3
+otelcol_receiver_refused_log_records_total{receiver="otlp"} 5
+otelcol_process_memory_rss_bytes 1.2e+08
+`
+	m, err := parsePrometheusText(strings.NewReader(text))
+	require.NoError(t, err)
+	assert.InDelta(t, 15, m["otelcol_receiver_refused_spans_total"], 0)
+	assert.InDelta(t, 20, sumPrefix(m, "otelcol_receiver_refused_"), 0)
+	assert.InDelta(t, 1.2e8, sumPrefix(m, "otelcol_process_memory_rss"), 0)
+}
+
+func TestReportHasEveryRowAndCompleteSaysWhatIsMissing(t *testing.T) {
+	opts := options{pipelines: pipelines, loads: []float64{5000, 0}, reps: 2, warmup: time.Second, window: 10 * time.Second}
+	var results []result
+	for rep := 1; rep <= 2; rep++ {
+		for _, load := range opts.loads {
+			for i, p := range pipelines {
+				results = append(results, result{
+					pipeline: p.name, load: load, rep: rep, window: 10 * time.Second,
+					cpu: time.Duration(i+1) * time.Second, accepted: 50000, mem: memory{rss: 100 * mib, peak: int64(100*(i+1)) * mib},
+				})
+			}
+		}
+	}
+	require.NoError(t, complete(opts, results))
+	var out strings.Builder
+	report(&out, opts, results)
+	for _, want := range []string{
+		"| loom | 5k/s | 1 | 0.200 |", "| floor | unthrottled | 2 | 0.600 |",
+		"| 5k/s | CPU per 10k records | 0.50 | 0.33 | 0.67 |",
+		"| unthrottled | throughput | 1.00 | 1.00 | 1.00 |",
+		"The load generator runs in this process, on the same",
+	} {
+		assert.Contains(t, out.String(), want)
+	}
+	assert.NotContains(t, out.String(), "| 5k/s | throughput |", "throughput is compared at saturation only")
+
+	err := complete(opts, results[1:])
+	assert.ErrorContains(t, err, "loom at 5k/s rep 1")
+}
+
+func TestParseLoads(t *testing.T) {
+	loads, err := parseLoads("5000, 10000,0")
+	require.NoError(t, err)
+	assert.Equal(t, []float64{5000, 10000, 0}, loads)
+	_, err = parseLoads("5k")
+	assert.ErrorContains(t, err, `"5k" is not a rate`)
+}
