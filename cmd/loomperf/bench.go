@@ -20,7 +20,10 @@ type options struct {
 	// samplers' 10 s decision wait, so that records are leaving as fast as
 	// they arrive.
 	warmup, window time.Duration
-	progress       io.Writer
+	// breakdown adds the Go heap by component and the memory outside it to
+	// every loom run.
+	breakdown bool
+	progress  io.Writer
 	// loadAvg is /proc/loadavg before and after the runs: other work on
 	// the machine, which the report names.
 	loadAvg [2]string
@@ -41,6 +44,7 @@ type result struct {
 	refusedCollector float64
 	failedExports    int64
 	mem              memory // at the end of the window
+	breakdown        *breakdown
 }
 
 // cpuPer10k is CPU seconds per 10 000 accepted records.
@@ -124,6 +128,11 @@ func measure(opts options, p pipeline, load float64, rep int) (res result, err e
 		return result{}, fmt.Errorf("the collector's own metrics: %w", err)
 	}
 	res.refusedCollector = sumPrefix(self, "otelcol_receiver_refused_")
+	if opts.breakdown && p.name == "loom" {
+		if res.breakdown, err = memoryBreakdown(ctx, c, self); err != nil {
+			return result{}, err
+		}
+	}
 	if res.accepted == 0 {
 		return res, fmt.Errorf("the collector accepted nothing in %s (first export error: %w)", opts.window, l.err())
 	}

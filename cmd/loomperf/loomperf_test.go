@@ -93,6 +93,24 @@ otelcol_process_memory_rss_bytes 1.2e+08
 	assert.InDelta(t, 1.2e8, sumPrefix(m, "otelcol_process_memory_rss"), 0)
 }
 
+func TestComponentOf(t *testing.T) {
+	for _, tc := range []struct {
+		stack []string
+		want  string
+	}{
+		{[]string{"runtime.mallocgc", "go.opentelemetry.io/collector/pdata/pcommon.Map.PutStr", "github.com/loom-otel/loom/processor/goldenfieldprocessor/internal/extract.(*X).F", "main.main"},
+			"github.com/loom-otel/loom/processor/goldenfieldprocessor"},
+		{[]string{"github.com/open-telemetry/opentelemetry-collector-contrib/processor/tailsamplingprocessor.(*p).ConsumeTraces"},
+			"github.com/open-telemetry/opentelemetry-collector-contrib/processor/tailsamplingprocessor"},
+		{[]string{"modernc.org/sqlite/lib.Xsqlite3VdbeExec", "github.com/loom-otel/loom/exporter/eventgraphexporter.(*w).write"}, "modernc.org/sqlite/lib"},
+		{[]string{"github.com/loom-otel/loom/internal/eventgraph.(*Store).Add"}, "github.com/loom-otel/loom/internal/eventgraph"},
+		{[]string{"go.opentelemetry.io/collector/pdata/internal.Unmarshal[go.shape.struct { a/b.C }]", "google.golang.org/grpc.(*Server).handleStream"},
+			"go.opentelemetry.io/collector/pdata/internal"},
+	} {
+		assert.Equal(t, tc.want, componentOf(tc.stack), "%v", tc.stack)
+	}
+}
+
 func TestReportHasEveryRowAndCompleteSaysWhatIsMissing(t *testing.T) {
 	opts := options{pipelines: pipelines, loads: []float64{5000, 0}, reps: 2, warmup: time.Second, window: 10 * time.Second}
 	var results []result

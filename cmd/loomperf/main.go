@@ -37,6 +37,7 @@ func runMain(args []string, stdout, stderr io.Writer) error {
 	reps := fs.Int("reps", 3, "repetitions; the pipelines are interleaved in each")
 	warmup := fs.Duration("warmup", 15*time.Second, "load before the measurement starts (more than the samplers' 10 s decision wait)")
 	window := fs.Duration("window", 30*time.Second, "measured time per run")
+	breakdown := fs.Bool("breakdown", true, "loom's memory by component (heap profile) and outside the Go runtime")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -75,7 +76,7 @@ func runMain(args []string, stdout, stderr io.Writer) error {
 	}
 
 	opts := options{bin: *bin, repo: *repo, pipelines: selected, loads: loads, reps: *reps, warmup: *warmup, window: *window,
-		progress: stderr}
+		breakdown: *breakdown, progress: stderr}
 	results, err := run(&opts)
 	if len(results) > 0 {
 		report(stdout, opts, results)

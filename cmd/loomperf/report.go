@@ -11,7 +11,7 @@ import (
 const mib = 1 << 20
 
 // report writes the results as Markdown: every run, the medians per
-// pipeline and load, and their ratios.
+// pipeline and load, their ratios, and loom's memory breakdown.
 func report(w io.Writer, opts options, results []result) {
 	fmt.Fprintf(w, "\n## loomperf: %d pipelines x %d loads x %d repetitions\n\n", len(opts.pipelines), len(opts.loads), opts.reps)
 	fmt.Fprintf(w, "The load generator runs in this process, on the same %d cores as the collector: its CPU is not in the\n", runtime.NumCPU())
@@ -53,6 +53,7 @@ func report(w io.Writer, opts options, results []result) {
 		}
 	}
 	ratios(w, opts, results)
+	breakdowns(w, opts, results)
 }
 
 // ratios compares the medians: loom against stock and the floor, stock
@@ -90,6 +91,43 @@ func ratios(w io.Writer, opts options, results []result) {
 			fmt.Fprintln(w)
 		}
 	}
+}
+
+// breakdowns prints where loom's memory is, per load (the last
+// repetition's): the runtime's view and the top of the Go heap.
+func breakdowns(w io.Writer, opts options, results []result) {
+	var last []result
+	for _, load := range opts.loads {
+		runs := runsOf(results, "loom", load)
+		if len(runs) > 0 && runs[len(runs)-1].breakdown != nil {
+			last = append(last, runs[len(runs)-1])
+		}
+	}
+	if len(last) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n### Loom's memory at the end of the window (last repetition)\n\n")
+	fmt.Fprintf(w, "| load | RSS MiB | Go runtime Sys MiB | outside the Go runtime (RSS - Sys) MiB | heap alloc MiB | Go heap in use (profile) MiB |\n|---|---|---|---|---|---|\n")
+	for _, r := range last {
+		b := r.breakdown
+		fmt.Fprintf(w, "| %s | %.0f | %.0f | %.0f | %.0f | %.0f |\n", loadName(r.load), b.rss/mib, b.goSys/mib, b.outsideGo()/mib,
+			b.heapAlloc/mib, float64(b.inuseTotal)/mib)
+	}
+	for _, r := range last {
+		b := r.breakdown
+		fmt.Fprintf(w, "\nGo heap in use at %s by component (leafmost component frame) and by allocating package:\n\n", loadName(r.load))
+		fmt.Fprintf(w, "| component | MiB | share | | allocating package | MiB | share |\n|---|---|---|---|---|---|---|\n")
+		for i := range min(12, max(len(b.inuseByComponent), len(b.inuseByPackage))) {
+			fmt.Fprintf(w, "| %s | | %s |\n", shareCells(b.inuseByComponent, i, b.inuseTotal), shareCells(b.inuseByPackage, i, b.inuseTotal))
+		}
+	}
+}
+
+func shareCells(shares []share, i int, total int64) string {
+	if i >= len(shares) || total == 0 {
+		return " | |"
+	}
+	return fmt.Sprintf("%s | %.1f | %.0f%%", shares[i].name, float64(shares[i].value)/mib, 100*float64(shares[i].value)/float64(total))
 }
 
 func runsOf(results []result, pipeline string, load float64) []result {
