@@ -40,7 +40,7 @@ export CGO_ENABLED := 1
 # the build's output.
 export CGO_CFLAGS := -O2 -g -Wno-deprecated-declarations
 
-.PHONY: all tools bpf-deps tracefs generate generate-check helm-golden build run example example-venv gpu-check test test-deps unit fuzz e2e bench perf lint fmt clean
+.PHONY: all tools bpf-deps tracefs generate generate-check helm-golden build run example example-venv gpu-check test test-deps unit fuzz e2e bench perf perf-soak perf-profile lint fmt clean
 
 all: build
 
@@ -156,6 +156,15 @@ bench: test-deps tracefs
 PERFFLAGS ?=
 perf: build
 	$(GO) run ./cmd/loomperf -bin $(BIN) $(PERFFLAGS)
+
+# 30 minutes of the default pipeline at 5k records/s: RSS every 30 s and its slope.
+perf-soak: build
+	$(GO) run ./cmd/loomperf -bin $(BIN) -soak 30m $(PERFFLAGS)
+
+# CPU and allocation profiles of the default pipeline at saturation, by component,
+# kept in bin/profile for go tool pprof.
+perf-profile: build
+	$(GO) run ./cmd/loomperf -bin $(BIN) -profile $(CURDIR)/bin/profile $(PERFFLAGS)
 
 # --- hygiene ---------------------------------------------------------------
 lint: $(GOLANGCI)

@@ -93,6 +93,26 @@ otelcol_process_memory_rss_bytes 1.2e+08
 	assert.InDelta(t, 1.2e8, sumPrefix(m, "otelcol_process_memory_rss"), 0)
 }
 
+func TestSlopeAfterWarmup(t *testing.T) {
+	var samples []sample
+	for i := range 20 {
+		at := time.Duration(i) * 30 * time.Second
+		rss := int64(200 * mib)
+		if at >= 2*time.Minute {
+			rss += int64(float64(at-2*time.Minute) / float64(time.Minute) * 3 * mib) // +3 MiB/min
+		} else {
+			rss = int64(i) * 50 * mib // a steep warm-up, left out
+		}
+		samples = append(samples, sample{at, rss})
+	}
+	slope, n, ok := slopeAfter(samples, 2*time.Minute)
+	require.True(t, ok)
+	assert.Equal(t, 16, n)
+	assert.InDelta(t, 3, slope, 1e-9)
+	_, _, ok = slopeAfter(samples[:5], 2*time.Minute)
+	assert.False(t, ok, "one sample after the warm-up has no slope")
+}
+
 func TestComponentOf(t *testing.T) {
 	for _, tc := range []struct {
 		stack []string

@@ -2,8 +2,10 @@
 // default pipeline beside the stock components doing the closest job and
 // the floor (otlp -> batch -> debug), at fixed offered loads of loomgen's
 // traffic, interleaved and repeated, as CPU per record, resident memory,
-// throughput at saturation and refusals, with ratios. `make perf` runs it;
-// see the README's "Performance" section.
+// throughput at saturation and refusals, with ratios. A soak mode prints a
+// pipeline's resident set over time and its slope; a profile mode takes
+// CPU and allocation profiles from the running collector. `make perf` runs
+// it; see the README's "Performance" section.
 package main
 
 import (
@@ -38,6 +40,13 @@ func runMain(args []string, stdout, stderr io.Writer) error {
 	warmup := fs.Duration("warmup", 15*time.Second, "load before the measurement starts (more than the samplers' 10 s decision wait)")
 	window := fs.Duration("window", 30*time.Second, "measured time per run")
 	breakdown := fs.Bool("breakdown", true, "loom's memory by component (heap profile) and outside the Go runtime")
+	soakFor := fs.Duration("soak", 0, "soak mode: run one pipeline this long (e.g. 30m) and print its RSS and slope instead")
+	soakLoad := fs.Float64("soak-load", 5000, "soak mode: records/s")
+	soakEvery := fs.Duration("soak-every", 30*time.Second, "soak mode: how often RSS is printed")
+	soakWarmup := fs.Duration("soak-warmup", 5*time.Minute, "soak mode: samples before this are left out of the slope")
+	profileDir := fs.String("profile", "", "profile mode: write CPU and allocation profiles of the first pipeline into this directory and print them by component")
+	profileLoad := fs.Float64("profile-load", 0, "profile mode: records/s (0: unthrottled, the saturation)")
+	profileSeconds := fs.Int("profile-seconds", 20, "profile mode: seconds profiled")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -75,6 +84,13 @@ func runMain(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("-window %s, -warmup %s: want a positive window and a warm-up of 0 or more", *window, *warmup)
 	}
 
+	if *soakFor > 0 {
+		_, err := soak(*bin, *repo, soakOptions{pipeline: selected[0], load: *soakLoad, duration: *soakFor, every: *soakEvery, warmup: *soakWarmup}, stdout)
+		return err
+	}
+	if *profileDir != "" {
+		return profileRun(*bin, *repo, profileOptions{pipeline: selected[0], load: *profileLoad, warmup: *warmup, seconds: *profileSeconds, dir: *profileDir}, stdout)
+	}
 	opts := options{bin: *bin, repo: *repo, pipelines: selected, loads: loads, reps: *reps, warmup: *warmup, window: *window,
 		breakdown: *breakdown, progress: stderr}
 	results, err := run(&opts)
