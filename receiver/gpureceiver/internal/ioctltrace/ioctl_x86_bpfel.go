@@ -13,6 +13,14 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type ioctlCachedStat struct {
+	_     structs.HostLayout
+	Key   ioctlStatKey
+	Pad   uint32
+	Epoch uint64
+	Value ioctlStatValue
+}
+
 type ioctlCall struct {
 	_       structs.HostLayout
 	StartNs uint64
@@ -83,6 +91,8 @@ const (
 	ioctlMapInflight        = "inflight"
 	ioctlMapMajors          = "majors"
 	ioctlMapMinors          = "minors"
+	ioctlMapReadEpoch       = "read_epoch"
+	ioctlMapStatCache       = "stat_cache"
 	ioctlMapStats           = "stats"
 	ioctlMapStatusLayouts   = "status_layouts"
 	ioctlMapZeroStat        = "zero_stat"
@@ -94,6 +104,7 @@ const (
 	ioctlProgTpExitIoctl    = "tp_exit_ioctl"
 	ioctlVarDirectFileReads = "direct_file_reads"
 	ioctlVarSlowNs          = "slow_ns"
+	ioctlVarStatCacheMask   = "stat_cache_mask"
 	ioctlVarUnusedEvent     = "unused_event"
 )
 
@@ -156,6 +167,8 @@ type ioctlMapSpecs struct {
 	Inflight      *ebpf.MapSpec `ebpf:"inflight"`
 	Majors        *ebpf.MapSpec `ebpf:"majors"`
 	Minors        *ebpf.MapSpec `ebpf:"minors"`
+	ReadEpoch     *ebpf.MapSpec `ebpf:"read_epoch"`
+	StatCache     *ebpf.MapSpec `ebpf:"stat_cache"`
 	Stats         *ebpf.MapSpec `ebpf:"stats"`
 	StatusLayouts *ebpf.MapSpec `ebpf:"status_layouts"`
 	ZeroStat      *ebpf.MapSpec `ebpf:"zero_stat"`
@@ -167,6 +180,7 @@ type ioctlMapSpecs struct {
 type ioctlVariableSpecs struct {
 	DirectFileReads *ebpf.VariableSpec `ebpf:"direct_file_reads"`
 	SlowNs          *ebpf.VariableSpec `ebpf:"slow_ns"`
+	StatCacheMask   *ebpf.VariableSpec `ebpf:"stat_cache_mask"`
 	UnusedEvent     *ebpf.VariableSpec `ebpf:"unused_event"`
 }
 
@@ -195,6 +209,8 @@ type ioctlMaps struct {
 	Inflight      *ebpf.Map `ebpf:"inflight"`
 	Majors        *ebpf.Map `ebpf:"majors"`
 	Minors        *ebpf.Map `ebpf:"minors"`
+	ReadEpoch     *ebpf.Map `ebpf:"read_epoch"`
+	StatCache     *ebpf.Map `ebpf:"stat_cache"`
 	Stats         *ebpf.Map `ebpf:"stats"`
 	StatusLayouts *ebpf.Map `ebpf:"status_layouts"`
 	ZeroStat      *ebpf.Map `ebpf:"zero_stat"`
@@ -207,6 +223,8 @@ func (m *ioctlMaps) Close() error {
 		m.Inflight,
 		m.Majors,
 		m.Minors,
+		m.ReadEpoch,
+		m.StatCache,
 		m.Stats,
 		m.StatusLayouts,
 		m.ZeroStat,
@@ -219,6 +237,7 @@ func (m *ioctlMaps) Close() error {
 type ioctlVariables struct {
 	DirectFileReads *ebpf.Variable `ebpf:"direct_file_reads"`
 	SlowNs          *ebpf.Variable `ebpf:"slow_ns"`
+	StatCacheMask   *ebpf.Variable `ebpf:"stat_cache_mask"`
 	UnusedEvent     *ebpf.Variable `ebpf:"unused_event"`
 }
 

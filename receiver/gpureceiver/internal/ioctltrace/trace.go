@@ -62,6 +62,9 @@ type Options struct {
 	// probeReadFiles makes the BPF program read struct file by probe reads
 	// as on kernels before 6.2, for the tests of that path.
 	probeReadFiles bool
+	// statCacheSlots replaces the counter cache's size per CPU (a power of
+	// two), for the tests of its collisions.
+	statCacheSlots int
 }
 
 // resolve finds the configured devices registered now.

@@ -3,6 +3,7 @@
 package ioctltrace // import "github.com/loom-otel/loom/receiver/gpureceiver/internal/ioctltrace"
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -31,6 +32,7 @@ type Tracer struct {
 	devices deviceMaps
 	traced  int      // device filters in the maps
 	missing []string // configured devices not registered at the last look
+	counts  *countTotals
 	wall    clock
 	done    chan struct{}
 	closeMu sync.Once
@@ -103,6 +105,11 @@ func Start(opts Options, onEvent func(Event)) (*Tracer, error) {
 		return nil, fmt.Errorf("reading the embedded BPF object: %w", err)
 	}
 	spec.Maps[ioctlMapEvents].MaxEntries = uint32(opts.RingBufferSize)
+	cacheSlots := cmp.Or(opts.statCacheSlots, defaultStatCacheSlots)
+	spec.Maps[ioctlMapStatCache].MaxEntries = uint32(cacheSlots)
+	if err := spec.Variables[ioctlVarStatCacheMask].Set(uint32(cacheSlots - 1)); err != nil {
+		return nil, fmt.Errorf("setting stat_cache_mask: %w", err)
+	}
 	if err := spec.Variables[ioctlVarSlowNs].Set(uint64(opts.SlowThreshold.Nanoseconds())); err != nil {
 		return nil, fmt.Errorf("setting slow_ns: %w", err)
 	}
@@ -110,7 +117,8 @@ func Start(opts Options, onEvent func(Event)) (*Tracer, error) {
 		return nil, fmt.Errorf("setting direct_file_reads: %w", err)
 	}
 
-	t := &Tracer{opts: opts, traced: len(filters), missing: missing, layouts: layouts, wall: newClock(), done: make(chan struct{})}
+	t := &Tracer{opts: opts, traced: len(filters), missing: missing, layouts: layouts, wall: newClock(), done: make(chan struct{}),
+		counts: newCountTotals()}
 	if err := spec.LoadAndAssign(&t.objs, nil); err != nil {
 		return nil, privilegeError(fmt.Errorf("loading the BPF maps: %w", err))
 	}
@@ -329,8 +337,9 @@ func linkPair(spec *ebpf.CollectionSpec, mode Attach, enter, exit string, maps m
 func (o *tracerObjects) replacements() map[string]*ebpf.Map {
 	return map[string]*ebpf.Map{
 		ioctlMapCounters: o.Counters, ioctlMapEvents: o.Events, ioctlMapInflight: o.Inflight,
-		ioctlMapMajors: o.Majors, ioctlMapMinors: o.Minors, ioctlMapStats: o.Stats,
-		ioctlMapStatusLayouts: o.StatusLayouts, ioctlMapZeroStat: o.ZeroStat,
+		ioctlMapMajors: o.Majors, ioctlMapMinors: o.Minors, ioctlMapReadEpoch: o.ReadEpoch,
+		ioctlMapStatCache: o.StatCache, ioctlMapStats: o.Stats, ioctlMapStatusLayouts: o.StatusLayouts,
+		ioctlMapZeroStat: o.ZeroStat,
 	}
 }
 
@@ -390,34 +399,6 @@ func decodeEvent(sample []byte, wall clock, containers *containerCache) Event {
 		XFER:        raw.Xfer != 0,
 		Outcome:     outcomeOf(raw.Status, raw.Err),
 	}
-}
-
-// Stats returns every call counter in the kernel, summed over CPUs.
-func (t *Tracer) Stats() ([]Stat, error) {
-	var (
-		key   ioctlStatKey
-		vals  []ioctlStatValue
-		stats []Stat
-	)
-	it := t.objs.Stats.Iterate()
-	for it.Next(&key, &vals) {
-		s := Stat{
-			PID:         key.Tgid,
-			ProcessComm: cString(key.Comm[:]),
-			Kind:        kindOf(key.Kind),
-			Nr:          key.Nr,
-			Outcome:     outcomeOf(key.Status, key.Err),
-		}
-		for _, v := range vals {
-			s.Calls += v.Calls
-			s.SumNs += v.SumNs
-			for i, b := range v.Buckets {
-				s.Buckets[i] += b
-			}
-		}
-		stats = append(stats, s)
-	}
-	return stats, it.Err()
 }
 
 // Lost returns the events dropped because the ring buffer was full and
