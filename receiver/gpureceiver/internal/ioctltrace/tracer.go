@@ -47,9 +47,9 @@ type tracerObjects struct {
 // attachModes are tried in order, each with the tracer's programs for its
 // hook. fentry touches the ioctl syscall only. The syscall tracepoints run
 // the program for ioctl only, but put every syscall of the host on the slow
-// path (+40 ns per syscall here); the raw tracepoints run it for every
-// syscall (+150 ns), and are the last resort, for hosts without tracefs.
-// Per traced call they cost ~130 ns less.
+// path (+80 ns per syscall here); the raw tracepoints run it for every
+// syscall (+170 ns), and are the last resort, for hosts without tracefs.
+// Per traced call they cost ~40 ns less.
 var attachModes = []struct {
 	mode        Attach
 	enter, exit string
