@@ -163,9 +163,8 @@ func (r *gpuReceiver) startTracer() (*ioctltrace.Tracer, error) {
 func (r *gpuReceiver) attachTracerLocked(tracer *ioctltrace.Tracer, err error) (watch bool) {
 	switch {
 	case errors.Is(err, ioctltrace.ErrNoDevices):
-		waiting := r.ioctlProblem != nil && errors.Is(r.ioctlProblem, ioctltrace.ErrNoDevices)
-		r.ioctlProblem = fmt.Errorf("ioctl tracing: %w; it attaches when one is (checked every %s; ioctl.enabled: false silences this)",
-			err, r.cfg.Ioctl.DevicePollInterval)
+		waiting := errors.Is(r.ioctlProblem, ioctltrace.ErrNoDevices)
+		r.ioctlProblem = r.waitingFor(err)
 		if !waiting {
 			r.set.Logger.Info("No NVIDIA device registered: driver ioctls are not traced until one is",
 				zap.Error(err), zap.Duration("device_poll_interval", r.cfg.Ioctl.DevicePollInterval))
@@ -181,6 +180,13 @@ func (r *gpuReceiver) attachTracerLocked(tracer *ioctltrace.Tracer, err error) (
 		zap.String("attach", string(tracer.Attach())), zap.Stringer("parameter_layouts", tracer.Layouts()),
 		zap.Strings("not_registered", tracer.Missing()))
 	return true
+}
+
+// waitingFor is the ioctl part's problem while no configured device is
+// registered (err, an ErrNoDevices, names them).
+func (r *gpuReceiver) waitingFor(err error) error {
+	return fmt.Errorf("ioctl tracing: %w; it attaches when one is (checked every %s; ioctl.enabled: false silences this)",
+		err, r.cfg.Ioctl.DevicePollInterval)
 }
 
 // watchDevices attaches the tracer when a configured device is registered
@@ -230,7 +236,7 @@ func (r *gpuReceiver) checkDevices() (watch bool) {
 		r.set.Logger.Info("The NVIDIA devices are gone: ioctl tracing is detached until one is registered again",
 			zap.Strings("not_registered", missing), zap.NamedError("close", closeErr))
 		r.mu.Lock()
-		r.attachTracerLocked(nil, ioctltrace.NoDevicesError(missing))
+		r.ioctlProblem = r.waitingFor(ioctltrace.NoDevicesError(missing))
 		r.reportLocked()
 		r.mu.Unlock()
 	case !slices.Equal(before, missing):

@@ -337,6 +337,9 @@ func TestTracerAttachesWhileADeviceIsRegistered(t *testing.T) {
 		assert.ErrorContains(t, e.Err(), "(major 195, nvidia-uvm, major 1)")
 	}
 	assert.Equal(t, 1, logged.FilterMessageSnippet("ioctl tracing is detached").Len())
+	assert.Equal(t, 1, logged.FilterMessageSnippet("No NVIDIA device registered").Len(), "the detach said it already")
+	look()
+	lastStatus(6) // still none: no report, no log
 	r.mu.Lock()
 	assert.Nil(t, r.tracer)
 	r.mu.Unlock()
