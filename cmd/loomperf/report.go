@@ -107,20 +107,21 @@ func breakdowns(w io.Writer, opts options, results []result) {
 		return
 	}
 	fmt.Fprintf(w, "\n### Loom's memory at the end of the window (last repetition)\n\n")
-	fmt.Fprintf(w, "| load | RSS MiB | Go runtime Sys MiB | outside the Go runtime (RSS - Sys) MiB | heap alloc MiB | Go heap in use (profile) MiB |\n|---|---|---|---|---|---|\n")
 	for _, r := range last {
-		b := r.breakdown
-		fmt.Fprintf(w, "| %s | %.0f | %.0f | %.0f | %.0f | %.0f |\n", loadName(r.load), b.rss/mib, b.goSys/mib, b.outsideGo()/mib,
-			b.heapAlloc/mib, float64(b.inuseTotal)/mib)
+		printBreakdown(w, loadName(r.load), r.breakdown)
 	}
-	for _, r := range last {
-		b := r.breakdown
-		fmt.Fprintf(w, "\nGo heap in use at %s by component (leafmost component frame) and by allocating package:\n\n", loadName(r.load))
-		fmt.Fprintf(w, "| component | MiB | share | | allocating package | MiB | share |\n|---|---|---|---|---|---|---|\n")
-		for i := range min(12, max(len(b.inuseByComponent), len(b.inuseByPackage))) {
-			fmt.Fprintf(w, "| %s | | %s |\n", shareCells(b.inuseByComponent, i, b.inuseTotal), shareCells(b.inuseByPackage, i, b.inuseTotal))
-		}
+}
+
+// printBreakdown prints the runtime's view of a process's memory and the
+// top of its Go heap in use.
+func printBreakdown(w io.Writer, when string, b *breakdown) {
+	fmt.Fprintf(w, "%s: RSS %.0f MiB, of which the Go runtime holds (Sys) %.0f MiB and %.0f MiB is outside it; heap alloc %.0f MiB, in use (profile) %.0f MiB.\n",
+		when, b.rss/mib, b.goSys/mib, b.outsideGo()/mib, b.heapAlloc/mib, float64(b.inuseTotal)/mib)
+	fmt.Fprintf(w, "\n| Go heap in use by component (leafmost component frame) | MiB | share | | by allocating package | MiB | share |\n|---|---|---|---|---|---|---|\n")
+	for i := range min(12, max(len(b.inuseByComponent), len(b.inuseByPackage))) {
+		fmt.Fprintf(w, "| %s | | %s |\n", shareCells(b.inuseByComponent, i, b.inuseTotal), shareCells(b.inuseByPackage, i, b.inuseTotal))
 	}
+	fmt.Fprintln(w)
 }
 
 func shareCells(shares []share, i int, total int64) string {

@@ -25,5 +25,5 @@ func TestSmoke(t *testing.T) {
 		assert.Contains(t, out.String(), "| 5k/s | "+p.name+" |")
 	}
 	assert.Contains(t, out.String(), "| 5k/s | CPU per 10k records |")
-	assert.Contains(t, out.String(), "Go heap in use at 5k/s by component")
+	assert.Contains(t, out.String(), "| Go heap in use by component")
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -55,6 +56,19 @@ func soak(bin, repo string, opts soakOptions, w io.Writer) ([]sample, error) {
 		samples = append(samples, sample{time.Since(start), m.rss})
 		fmt.Fprintf(w, "t=%-7s rss=%4.0f MiB peak=%4.0f MiB accepted=%d refused=%d\n",
 			time.Since(start).Round(time.Second), float64(m.rss)/mib, float64(m.peak)/mib, l.accepted.Load(), l.refused.Load())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	self, err := c.selfMetrics(ctx)
+	var b *breakdown
+	if err == nil {
+		b, err = memoryBreakdown(ctx, c, self)
+	}
+	if err != nil {
+		fmt.Fprintf(w, "no memory breakdown: %v\n", err)
+	} else {
+		fmt.Fprintln(w)
+		printBreakdown(w, "At the end", b)
 	}
 	l.stop()
 	err = c.stop()
