@@ -7,8 +7,8 @@ import (
 	"encoding/binary"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -218,30 +218,13 @@ func TestReceiversOfAnIDShareUntilTheLastShutdown(t *testing.T) {
 	require.NoError(t, reloaded.Shutdown(ctx))
 }
 
-// procDevicesFile is a /proc/devices whose character drivers a test sets.
-type procDevicesFile struct {
-	mu      sync.Mutex
-	drivers string
-}
-
-func (f *procDevicesFile) set(drivers string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.drivers = drivers
-}
-
-func (f *procDevicesFile) open() (io.ReadCloser, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return io.NopCloser(strings.NewReader("Character devices:\n" + f.drivers + "\nBlock devices:\n")), nil
-}
-
 // TestTracerAttachesWhileADeviceIsRegistered: on a host where no configured
 // device is registered the receiver loads nothing and says so (status and
 // log); when one is registered it attaches at the next look and its calls
 // come out; when none is left it detaches and says so again. The devices
-// are the default ones and mem's major (1), which the test's fake
-// /proc/devices registers and unregisters; the ticker is the test's.
+// are the default ones and mem's major (1), which the test's own
+// /proc/devices, a temporary file, registers and unregisters; the ticker is
+// the test's.
 func TestTracerAttachesWhileADeviceIsRegistered(t *testing.T) {
 	require.Zero(t, os.Geteuid(), "the eBPF tests need root (CAP_BPF, CAP_PERFMON)")
 	cfg := createDefaultConfig().(*Config)
@@ -261,9 +244,13 @@ func TestTracerAttachesWhileADeviceIsRegistered(t *testing.T) {
 	mr, err := f.CreateMetrics(context.Background(), set, cfg, new(consumertest.MetricsSink))
 	require.NoError(t, err)
 	r := lr.(*logsReceiver).r
-	procDevices := &procDevicesFile{drivers: "  4 tty\n"}
+	procDevices := filepath.Join(t.TempDir(), "devices")
+	register := func(drivers string) {
+		require.NoError(t, os.WriteFile(procDevices, []byte("Character devices:\n"+drivers+"\nBlock devices:\n  7 loop\n"), 0o600))
+	}
+	register("  4 tty\n")
 	ticks := make(chan time.Time)
-	r.procDevices = procDevices.open
+	r.procDevices = func() (io.ReadCloser, error) { return os.Open(procDevices) }
 	r.newTicker = func(d time.Duration) (<-chan time.Time, func()) {
 		assert.Equal(t, 10*time.Second, d, "the documented default")
 		return ticks, func() {}
@@ -301,7 +288,7 @@ func TestTracerAttachesWhileADeviceIsRegistered(t *testing.T) {
 	lastStatus(2) // no change, no report
 	assert.Equal(t, 1, logged.FilterMessageSnippet("No NVIDIA device registered").Len(), "said once")
 
-	procDevices.set("  1 mem\n")
+	register("  1 mem\n")
 	look()
 	for _, e := range lastStatus(4) {
 		assert.Equal(t, componentstatus.StatusOK, e.Status())
@@ -330,7 +317,7 @@ func TestTracerAttachesWhileADeviceIsRegistered(t *testing.T) {
 		return false
 	}, 5*time.Second, 20*time.Millisecond, "the attached tracer's event")
 
-	procDevices.set("  4 tty\n")
+	register("  4 tty\n")
 	look()
 	for _, e := range lastStatus(6) {
 		assert.Equal(t, componentstatus.StatusRecoverableError, e.Status())

@@ -273,12 +273,7 @@ func TestStartAndRefreshFollowRegisteredDrivers(t *testing.T) {
 	ioctl(null, cmdRMAlloc, unsafe.Pointer(&alloc[0]))
 	stats, err := tr.Stats()
 	require.NoError(t, err)
-	var calls uint64
-	for _, s := range stats {
-		if s.PID == uint32(os.Getpid()) {
-			calls += s.Calls
-		}
-	}
+	calls, _ := totalOf(stats, uint32(os.Getpid()))
 	assert.Equal(t, uint64(2), calls, "calls after the drivers went away are not traced")
 }
 
