@@ -33,12 +33,12 @@ type collector struct {
 
 // startCollector writes cfg into a fresh temporary directory, runs bin
 // there and waits until health_check reports ready.
-func startCollector(bin string, cfg map[string]any) (*collector, error) {
+func startCollector(bin string, cfg map[string]any) (c *collector, err error) {
 	moved, err := moveListeners(cfg)
 	if err != nil {
 		return nil, err
 	}
-	c := &collector{listeners: moved, exited: make(chan struct{})}
+	c = &collector{listeners: moved, exited: make(chan struct{})}
 	health, err := moved.endpoint("extensions.health_check.endpoint")
 	if err != nil {
 		return nil, err
@@ -55,6 +55,12 @@ func startCollector(bin string, cfg map[string]any) (*collector, error) {
 	if c.dir, err = os.MkdirTemp("", "loomperf-"); err != nil {
 		return nil, err
 	}
+	started := false
+	defer func() {
+		if !started {
+			_ = os.RemoveAll(c.dir)
+		}
+	}()
 	rendered, err := yaml.Marshal(cfg)
 	if err != nil {
 		return nil, err
@@ -75,6 +81,7 @@ func startCollector(bin string, cfg map[string]any) (*collector, error) {
 		_ = logFile.Close()
 		return nil, fmt.Errorf("starting %s: %w", bin, err)
 	}
+	started = true // from here on stop removes the directory
 	go func() {
 		c.waitErr = c.cmd.Wait()
 		_ = logFile.Close()
