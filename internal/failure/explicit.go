@@ -1,0 +1,117 @@
+package failure
+
+import (
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/loom-otel/loom/internal/golden"
+)
+
+// DefaultErrorAttributes are the attributes that report an error by their
+// presence with a value that says something failed: the OpenTelemetry
+// semantic conventions' error.type and exception.type, and the spellings
+// services commonly log.
+var DefaultErrorAttributes = []string{"error.type", "exception.type", "error_type", "error_code", "error.code", "error"}
+
+// Explicit finds the failures a record reports itself: a span with status
+// error or an exception event, a log record at or above MinSeverity (from its
+// number, its severity text or its body), an error attribute with a value that
+// says something failed, and the gpu receiver's failure records.
+type Explicit struct {
+	minSeverity plog.SeverityNumber
+	attributes  []string
+}
+
+// NewExplicit returns the detector; attributes nil means DefaultErrorAttributes.
+func NewExplicit(minSeverity plog.SeverityNumber, attributes []string) *Explicit {
+	if attributes == nil {
+		attributes = DefaultErrorAttributes
+	}
+	return &Explicit{minSeverity: minSeverity, attributes: attributes}
+}
+
+// Check returns the first failure r reports.
+func (e *Explicit) Check(r *Record) (Reason, bool) {
+	at := Reason{Service: r.Service, Stage: r.Stage}
+	if r.IsSpan {
+		if r.Span.Status().Code() == ptrace.StatusCodeError {
+			at.Kind, at.Value = KindStatus, r.Span.Status().Message()
+			return at, true
+		}
+		events := r.Span.Events()
+		for i := 0; i < events.Len(); i++ {
+			if events.At(i).Name() == "exception" {
+				at.Kind = KindException
+				if t, ok := events.At(i).Attributes().Get("exception.type"); ok {
+					at.Attribute, at.Value = "exception.type", t.AsString()
+				}
+				return at, true
+			}
+		}
+	} else if kind, ok := e.severity(r.LogRecord); ok {
+		at.Kind = kind
+		if r.scopeName() == golden.GPUEventScope {
+			at.Kind, at.Value = KindGPU, r.LogRecord.EventName()
+		}
+		return at, true
+	}
+	for _, name := range e.attributes {
+		if v, ok := r.Attrs.Get(name); ok && reportsFailure(v) {
+			at.Kind, at.Attribute, at.Value = KindAttribute, name, truncate(v.AsString(), 128)
+			return at, true
+		}
+	}
+	return Reason{}, false
+}
+
+// severity says whether the log record is at or above the minimum severity,
+// and whether its number, its text or only its body says so.
+func (e *Explicit) severity(lr plog.LogRecord) (Kind, bool) {
+	if n := lr.SeverityNumber(); n != plog.SeverityNumberUnspecified {
+		return KindSeverity, n >= e.minSeverity
+	}
+	if n, ok := LevelSeverity(lr.SeverityText()); ok {
+		return KindSeverity, n >= e.minSeverity
+	}
+	n, ok := BodySeverity(lr.Body())
+	return KindText, ok && n >= e.minSeverity
+}
+
+// reportsFailure says whether an error attribute's value reports one: an
+// empty string, false, zero, "0", "none", "ok" or an empty list do not
+// (error_code=0 is success).
+func reportsFailure(v pcommon.Value) bool {
+	switch v.Type() {
+	case pcommon.ValueTypeStr:
+		switch v.Str() {
+		case "", "0", "none", "None", "null", "ok", "OK", "false", "nil":
+			return false
+		}
+		return true
+	case pcommon.ValueTypeBool:
+		return v.Bool()
+	case pcommon.ValueTypeInt:
+		return v.Int() != 0
+	case pcommon.ValueTypeDouble:
+		return v.Double() != 0
+	case pcommon.ValueTypeSlice:
+		return v.Slice().Len() > 0
+	case pcommon.ValueTypeMap:
+		return v.Map().Len() > 0
+	case pcommon.ValueTypeBytes:
+		return v.Bytes().Len() > 0
+	}
+	return false
+}
+
+// truncate cuts s to at most n bytes on a UTF-8 boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n]
+}
