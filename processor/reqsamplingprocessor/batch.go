@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
+	"github.com/loom-otel/loom/internal/failure"
 	"github.com/loom-otel/loom/internal/golden"
 	"github.com/loom-otel/loom/processor/reqsamplingprocessor/internal/policy"
 )
@@ -39,6 +40,8 @@ type facts struct {
 	start, end pcommon.Timestamp
 	// entry is the earliest root span: the request's entry point.
 	entry entrySpan
+	// findings are what the failure policies found; nil until they find something.
+	findings *policy.Findings
 }
 
 type entrySpan struct {
@@ -57,6 +60,18 @@ func (f *facts) merge(o *facts) {
 	f.end = max(f.end, o.end)
 	if o.entry.start != 0 && (f.entry.start == 0 || o.entry.start < f.entry.start) {
 		f.entry = o.entry
+	}
+	switch {
+	case o.findings == nil:
+	case f.findings == nil:
+		f.findings = o.findings
+	default:
+		f.findings.Verdict.Merge(&o.findings.Verdict)
+		for _, n := range o.findings.Notes {
+			if len(f.findings.Notes) < policy.MaxNotes {
+				f.findings.Notes = append(f.findings.Notes, n)
+			}
+		}
 	}
 }
 
@@ -102,6 +117,8 @@ type scanner struct {
 	policies []compiledPolicy
 	index    map[requestKey]int32
 	rec      policy.Record
+	// findings is the scratch the failure policies write a record's findings to.
+	findings policy.Findings
 }
 
 func newScannerPool(policies []compiledPolicy) *sync.Pool {
@@ -123,13 +140,14 @@ func (sc *scanner) scanLogs(ld plog.Logs) *batch {
 	rls := ld.ResourceLogs()
 	for i := 0; i < rls.Len(); i++ {
 		rl := rls.At(i)
+		service := serviceName(rl.Resource())
 		sls := rl.ScopeLogs()
 		for j := 0; j < sls.Len(); j++ {
 			sl := sls.At(j)
 			lrs := sl.LogRecords()
 			for k := 0; k < lrs.Len(); k++ {
 				lr := lrs.At(k)
-				*r = policy.Record{Attrs: lr.Attributes(), ResourceLogs: rl, ScopeLogs: sl, LogRecord: lr}
+				*r = policy.Record{Attrs: lr.Attributes(), Service: service, ResourceLogs: rl, ScopeLogs: sl, LogRecord: lr}
 				reqID, f, size := sc.scanRecord()
 				size += logOverhead + valueSize(lr.Body())
 				sc.add(b, reqID, lr.TraceID(), &f, size)
@@ -153,7 +171,7 @@ func (sc *scanner) scanTraces(td ptrace.Traces) *batch {
 			spans := ss.Spans()
 			for k := 0; k < spans.Len(); k++ {
 				span := spans.At(k)
-				*r = policy.Record{Attrs: span.Attributes(), IsSpan: true, ResourceSpans: rs, ScopeSpans: ss, Span: span}
+				*r = policy.Record{Attrs: span.Attributes(), Service: service, IsSpan: true, ResourceSpans: rs, ScopeSpans: ss, Span: span}
 				reqID, f, size := sc.scanRecord()
 				f.start, f.end = span.StartTimestamp(), span.EndTimestamp()
 				if span.ParentSpanID().IsEmpty() && f.start != 0 {
@@ -185,16 +203,38 @@ func (sc *scanner) scanRecord() (reqID string, f facts, size int) {
 			reqID = v.Str()
 		case golden.Stage:
 			r.Stage = v.Str()
+		case golden.ModelVer:
+			r.Model = v.Str()
 		case golden.InputHash:
 			f.inputHash = v.Str()
 		}
 	}
+	found := &sc.findings
 	for i := range sc.policies {
-		if sc.policies[i].eval.MatchRecord(r) {
+		p := &sc.policies[i]
+		var matched bool
+		if p.detector != nil {
+			matched = p.detector.DetectRecord(r, found)
+		} else {
+			matched = p.eval.MatchRecord(r)
+		}
+		if matched {
 			f.hits |= 1 << i
 		}
 	}
+	if found.Verdict.Failed || len(found.Notes) > 0 {
+		// Copied out: the scratch is reused for the next record.
+		f.findings = &policy.Findings{Verdict: failureVerdict(found.Verdict), Notes: append([]failure.Candidate(nil), found.Notes...)}
+		found.Verdict = failure.Verdict{Reasons: found.Verdict.Reasons[:0]}
+		found.Notes = found.Notes[:0]
+	}
 	return reqID, f, size
+}
+
+// failureVerdict copies a verdict whose reasons live in reused scratch.
+func failureVerdict(v failure.Verdict) failure.Verdict {
+	v.Reasons = append([]failure.Reason(nil), v.Reasons...)
+	return v
 }
 
 // add puts one record in its request's group.

@@ -69,11 +69,17 @@ const (
 	HotInput PolicyType = "hot_input"
 	// GoldenInvalid keeps requests with a record that failed golden-field validation.
 	GoldenInvalid PolicyType = "golden_invalid"
+	// ValueDrift keeps requests with an outcome attribute whose value is rare
+	// in its place's baseline and surging now: silent failures.
+	ValueDrift PolicyType = "value_drift"
 )
 
 // failure reports whether a match of this policy type means the request
-// failed: what the learner learns from.
-func (t PolicyType) failure() bool { return t == Errors || t == FailureCondition }
+// failed: the failure model's detectors (internal/failure), what the
+// verdict on the records and the learner go by.
+func (t PolicyType) failure() bool {
+	return t == Errors || t == FailureCondition || t == Latency || t == ValueDrift
+}
 
 // PolicyConfig is one policy; only the block named by Type is read.
 type PolicyConfig struct {
@@ -89,6 +95,7 @@ type PolicyConfig struct {
 	Latency          LatencyConfig          `mapstructure:"latency"`
 	Stage            StageConfig            `mapstructure:"stage"`
 	InputHash        InputHashConfig        `mapstructure:"input_hash"`
+	ValueDrift       ValueDriftConfig       `mapstructure:"value_drift"`
 
 	_ struct{}
 }
@@ -113,22 +120,51 @@ type FailureConditionConfig struct {
 	_ struct{}
 }
 
-// LatencyConfig configures a latency policy. A request's duration is its
-// entry span's (the earliest root span), compared within its series: the
-// entry span's service.name and stage.
+// LatencyConfig configures a latency policy: every span (and every log record
+// stating resource_usage.latency_ms) is compared with its place, the same
+// service, stage and model_ver, learned online.
 type LatencyConfig struct {
-	// Threshold keeps every request slower than it (0: off).
+	// Threshold keeps every request whose entry span (the earliest root span)
+	// is slower than it (0: off): an SLO.
 	Threshold time.Duration `mapstructure:"threshold"`
-	// Quantile keeps every request slower than this live quantile of its
-	// series, e.g. 0.99 (0: off).
+	// Quantile is the live quantile that bounds a place's usual time; unset means 0.99.
 	Quantile float64 `mapstructure:"quantile"`
-	// MinSamples is how many recent requests a series needs before its
-	// quantile is trusted; unset means 100.
+	// Factor: a record slower than factor × that quantile is abnormal; unset means 2.
+	Factor float64 `mapstructure:"factor"`
+	// MinExcess: nor is it abnormal unless it exceeds the quantile by this
+	// much; unset means 5ms.
+	MinExcess time.Duration `mapstructure:"min_excess"`
+	// MinSamples is how many recent records a place needs before it is
+	// judged; unset means 100.
 	MinSamples int `mapstructure:"min_samples"`
-	// HalfLife is how fast a series forgets old requests; unset means 10m.
+	// HalfLife is how fast a place forgets old durations; unset means 10m.
 	HalfLife time.Duration `mapstructure:"half_life"`
-	// MaxSeries bounds the series tracked; unset means 1000.
+	// MaxSeries bounds the places tracked; unset means 1000.
 	MaxSeries int `mapstructure:"max_series"`
+
+	_ struct{}
+}
+
+// ValueDriftConfig configures a value_drift policy (internal/failure's Drift);
+// unset keys take the defaults in brackets.
+type ValueDriftConfig struct {
+	// RareShare: a value under this share of its place's baseline is rare [0.05].
+	RareShare float64 `mapstructure:"rare_share"`
+	// SurgeRatio: a rare value surges when its recent share is this many times its baseline share [4].
+	SurgeRatio float64 `mapstructure:"surge_ratio"`
+	// MinCount: recent records (decayed) that must carry a surging value [4].
+	MinCount float64 `mapstructure:"min_count"`
+	// BaselineRecords and RecentRecords: half-lives of the baseline and of
+	// the recent window, in records of the place [20000, 400].
+	BaselineRecords float64 `mapstructure:"baseline_records"`
+	RecentRecords   float64 `mapstructure:"recent_records"`
+	// MinBaseline: records a place needs before its values are judged [200].
+	MinBaseline float64 `mapstructure:"min_baseline"`
+	// MaxPlaces [2000], MaxAttributes per place [64], MaxValues per attribute
+	// [24]: an attribute with more values is not an outcome.
+	MaxPlaces     int `mapstructure:"max_places"`
+	MaxAttributes int `mapstructure:"max_attributes"`
+	MaxValues     int `mapstructure:"max_values"`
 
 	_ struct{}
 }

@@ -65,9 +65,11 @@ func TestValidateNamesTheKeyToFix(t *testing.T) {
 		"learning.max_hashes:",
 		`policies[0].name: "base_rate"`, "policies[0].errors.min_severity:",
 		"policies[1].failure_condition.conditions[0]:",
-		`policies[2].name: "twice"`, "policies[2].percentage:", "policies[2].latency:",
+		`policies[2].name: "twice"`, "policies[2].percentage:", "policies[2].latency.factor:",
 		"policies[3].input_hash.ranges[0]:", "policies[4].stage.patterns",
 		`policies[5].type: "sometimes"`,
+		"policies[6].errors.attributes: an empty list checks no attribute",
+		"policies[7].value_drift.rare_share:", "; value_drift.baseline_records, value_drift.recent_records:",
 	} {
 		assert.ErrorContains(t, err, key)
 	}

@@ -1,6 +1,9 @@
 package reqsamplingprocessor
 
-import "github.com/loom-otel/loom/processor/reqsamplingprocessor/internal/policy"
+import (
+	"github.com/loom-otel/loom/internal/failure"
+	"github.com/loom-otel/loom/processor/reqsamplingprocessor/internal/policy"
+)
 
 // verdict is the fate of a request, shared by all of its records.
 type verdict struct {
@@ -9,6 +12,8 @@ type verdict struct {
 	policy int
 	// probability with which the request was kept.
 	probability float64
+	// failure is the failure model's verdict when the request failed; nil when it did not.
+	failure *failure.Verdict
 }
 
 // adjustedCount is how many requests a kept one stands for.
@@ -26,14 +31,31 @@ type decider struct {
 // policy as likely as the base rate takes the credit). draw
 // is uniform in [0, 1): for a request the hash of its key, so that every
 // instance and both signals draw the same.
+//
+// Every failure policy is asked, so that the verdict carries all the reasons
+// the failure model finds (req.Findings); the other policies only while they
+// could raise the probability.
 func (d *decider) decide(req *policy.Request, hits uint64, draw float64) verdict {
 	v := verdict{policy: -1, probability: d.base}
+	failed := false
 	for i := range d.policies {
 		p := &d.policies[i]
 		better := p.probability > v.probability || v.policy < 0 && p.probability == v.probability
-		if better && p.eval.MatchRequest(req, hits&(1<<i) != 0) {
-			v.policy, v.probability = i, p.probability
+		if !better && !p.failure {
+			continue
 		}
+		if p.eval.MatchRequest(req, hits&(1<<i) != 0) {
+			failed = failed || p.failure
+			if better {
+				v.policy, v.probability = i, p.probability
+			}
+		}
+	}
+	if failed {
+		verdict := req.Findings.Verdict
+		verdict.Failed = true
+		verdict.Reasons = append([]failure.Reason(nil), verdict.Reasons...)
+		v.failure = &verdict
 	}
 	v.kept = draw < v.probability
 	return v

@@ -3,11 +3,13 @@ package reqsamplingprocessor
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
 	"go.uber.org/zap"
 
+	"github.com/loom-otel/loom/internal/failure"
 	"github.com/loom-otel/loom/processor/reqsamplingprocessor/internal/learner"
 	"github.com/loom-otel/loom/processor/reqsamplingprocessor/internal/policy"
 )
@@ -23,6 +25,7 @@ type compiledPolicy struct {
 	// failure is true when a match means the request failed.
 	failure  bool
 	eval     policy.Evaluator
+	detector policy.Detector // the failure policies' evaluator; nil for the others
 	observer policy.Observer // nil unless the policy learns from decided requests
 }
 
@@ -32,8 +35,10 @@ type policyDeps struct {
 	learner *learner.Learner
 	// evalFailed returns the callback of policy i for records it cannot evaluate.
 	evalFailed func(i int) func(error)
-	// seriesEvicted is called for every latency series evicted.
-	seriesEvicted func()
+	// seriesEvicted is called for every latency place evicted, driftEvicted
+	// for every value-drift place.
+	seriesEvicted, driftEvicted func()
+	now                         func() time.Time
 }
 
 // validationDeps compile policies only to check them.
@@ -42,6 +47,8 @@ func validationDeps() policyDeps {
 		set:           component.TelemetrySettings{Logger: zap.NewNop()},
 		evalFailed:    func(int) func(error) { return func(error) {} },
 		seriesEvicted: func() {},
+		driftEvicted:  func() {},
+		now:           time.Now,
 	}
 }
 
@@ -70,6 +77,7 @@ func compilePolicies(c *Config, deps policyDeps) ([]compiledPolicy, error) {
 		}
 		cp := compiledPolicy{name: pc.Name, probability: percentage / 100, failure: pc.Type.failure(), eval: eval}
 		cp.observer, _ = eval.(policy.Observer)
+		cp.detector, _ = eval.(policy.Detector)
 		out = append(out, cp)
 	}
 	return out, errors.Join(errs...)
@@ -88,15 +96,21 @@ func newEvaluator(pc *PolicyConfig, i int, deps policyDeps) (policy.Evaluator, e
 		if !ok {
 			return nil, fmt.Errorf("errors.min_severity: must be trace, debug, info, warn, error or fatal; got %q", pc.Errors.MinSeverity)
 		}
-		return policy.NewErrors(severity, pc.Errors.Attributes), nil
+		if pc.Errors.Attributes != nil && len(pc.Errors.Attributes) == 0 {
+			return nil, errors.New("errors.attributes: an empty list checks no attribute; leave it unset for the defaults " +
+				"(" + strings.Join(failure.DefaultErrorAttributes, ", ") + ") or list the attributes that report an error")
+		}
+		return policy.NewErrors(pc.Name, severity, pc.Errors.Attributes), nil
 	case FailureCondition:
-		p, err := policy.NewFailureCondition(pc.FailureCondition.Conditions, deps.set, deps.evalFailed(i))
+		c, err := failure.NewConditions(pc.FailureCondition.Conditions, deps.set, deps.evalFailed(i))
 		if err != nil {
 			return nil, fmt.Errorf("failure_condition.conditions%w", err)
 		}
-		return p, nil
+		return policy.NewFailureCondition(pc.Name, c), nil
 	case Latency:
-		return newLatency(&pc.Latency, deps)
+		return newLatency(pc.Name, &pc.Latency, deps)
+	case ValueDrift:
+		return newValueDrift(pc.Name, &pc.ValueDrift, deps)
 	case Stage:
 		p, err := policy.NewStage(pc.Stage.Patterns)
 		if err != nil {
@@ -114,29 +128,75 @@ func newEvaluator(pc *PolicyConfig, i int, deps policyDeps) (policy.Evaluator, e
 	case GoldenInvalid:
 		return policy.GoldenInvalid{}, nil
 	}
-	return nil, fmt.Errorf("type: %q is not one of errors, failure_condition, latency, stage, input_hash, hot_input, golden_invalid", pc.Type)
+	return nil, fmt.Errorf("type: %q is not one of errors, failure_condition, latency, value_drift, stage, input_hash, hot_input, golden_invalid", pc.Type)
 }
 
-func newLatency(c *LatencyConfig, deps policyDeps) (policy.Evaluator, error) {
-	cfg := policy.LatencyConfig{
+func newLatency(name string, c *LatencyConfig, deps policyDeps) (policy.Evaluator, error) {
+	cfg := failure.LatencyConfig{
 		Threshold:  c.Threshold,
-		Quantile:   c.Quantile,
+		Quantile:   cmpOr(c.Quantile, 0.99),
+		Factor:     cmpOr(c.Factor, 2),
+		MinExcess:  cmpOr(c.MinExcess, 5*time.Millisecond),
 		MinSamples: float64(cmpOr(c.MinSamples, 100)),
 		HalfLife:   cmpOr(c.HalfLife, 10*time.Minute),
-		MaxSeries:  cmpOr(c.MaxSeries, 1000),
+		MaxPlaces:  cmpOr(c.MaxSeries, 1000),
 	}
 	var errs []error
-	if c.Threshold < 0 || c.Quantile < 0 || c.Quantile >= 1 || (c.Threshold == 0 && c.Quantile == 0) {
-		errs = append(errs, fmt.Errorf("latency: set threshold (e.g. 2s) or quantile (above 0, below 1, e.g. 0.99), or both; got %v and %v",
+	if c.Threshold < 0 || c.Quantile < 0 || c.Quantile >= 1 {
+		errs = append(errs, fmt.Errorf("latency: threshold must not be negative and quantile must be above 0 and below 1 (unset: 0.99); got %v and %v",
 			c.Threshold, c.Quantile))
 	}
-	if c.MinSamples < 0 || c.HalfLife < 0 || c.MaxSeries < 0 {
-		errs = append(errs, errors.New("latency.min_samples, latency.half_life, latency.max_series: must not be negative (unset: 100, 10m, 1000)"))
+	if c.Factor != 0 && c.Factor < 1 {
+		errs = append(errs, fmt.Errorf("latency.factor: must be at least 1 (unset: 2); got %v", c.Factor))
+	}
+	if c.MinSamples < 0 || c.HalfLife < 0 || c.MaxSeries < 0 || c.MinExcess < 0 {
+		errs = append(errs, errors.New("latency.min_samples, latency.half_life, latency.max_series, latency.min_excess: must not be negative (unset: 100, 10m, 1000, 5ms)"))
 	}
 	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+		return nil, oneLine(errs)
 	}
-	return policy.NewLatency(cfg, deps.seriesEvicted), nil
+	return policy.NewLatency(name, failure.NewLatency(cfg, deps.seriesEvicted), deps.now), nil
+}
+
+func newValueDrift(name string, c *ValueDriftConfig, deps policyDeps) (policy.Evaluator, error) {
+	cfg := failure.DriftConfig{
+		RareShare:       cmpOr(c.RareShare, 0.05),
+		SurgeRatio:      cmpOr(c.SurgeRatio, 4),
+		MinCount:        cmpOr(c.MinCount, 4),
+		BaselineRecords: cmpOr(c.BaselineRecords, 20000),
+		RecentRecords:   cmpOr(c.RecentRecords, 400),
+		MinBaseline:     cmpOr(c.MinBaseline, 200),
+		MaxPlaces:       cmpOr(c.MaxPlaces, 2000),
+		MaxAttributes:   cmpOr(c.MaxAttributes, 64),
+		MaxValues:       cmpOr(c.MaxValues, 24),
+	}
+	var errs []error
+	if cfg.RareShare <= 0 || cfg.RareShare >= 1 {
+		errs = append(errs, fmt.Errorf("value_drift.rare_share: must be above 0 and below 1 (unset: 0.05); got %v", c.RareShare))
+	}
+	if cfg.SurgeRatio <= 1 {
+		errs = append(errs, fmt.Errorf("value_drift.surge_ratio: must be above 1 (unset: 4); got %v", c.SurgeRatio))
+	}
+	if cfg.RecentRecords < 1 || cfg.BaselineRecords <= cfg.RecentRecords {
+		errs = append(errs, fmt.Errorf("value_drift.baseline_records, value_drift.recent_records: recent_records must be at least 1 "+
+			"and baseline_records above it (unset: 20000, 400); got %v and %v", c.BaselineRecords, c.RecentRecords))
+	}
+	if cfg.MinCount < 0 || cfg.MinBaseline < 0 || cfg.MaxPlaces < 0 || cfg.MaxAttributes < 0 || cfg.MaxValues < 0 {
+		errs = append(errs, errors.New("value_drift.min_count, min_baseline, max_places, max_attributes, max_values: must not be negative"))
+	}
+	if len(errs) > 0 {
+		return nil, oneLine(errs)
+	}
+	return policy.NewValueDrift(name, failure.NewDrift(cfg, deps.driftEvicted)), nil
+}
+
+// oneLine joins errors into one line, so that the policy's key prefixes all of them.
+func oneLine(errs []error) error {
+	msgs := make([]string, len(errs))
+	for i, err := range errs {
+		msgs[i] = err.Error()
+	}
+	return errors.New(strings.Join(msgs, "; "))
 }
 
 // cmpOr returns v, or def when v is zero.

@@ -13,11 +13,15 @@ import (
 	"go.opentelemetry.io/collector/processor"
 	"go.uber.org/zap"
 
+	"github.com/loom-otel/loom/internal/failure"
 	"github.com/loom-otel/loom/internal/golden"
 	"github.com/loom-otel/loom/processor/reqsamplingprocessor/internal/learner"
 	"github.com/loom-otel/loom/processor/reqsamplingprocessor/internal/metadata"
 	"github.com/loom-otel/loom/processor/reqsamplingprocessor/internal/policy"
 )
+
+// healthy is the verdict on the kept records of a request that did not fail.
+var healthy failure.Verdict
 
 // errShutdown answers records sent after the processor shut down.
 var errShutdown = errors.New("reqsampling processor is shut down")
@@ -58,6 +62,7 @@ type sampler struct {
 	cache   decisionCache
 	bytes   int
 	singles uint64 // records decided alone so far: their draws
+	scratch policy.Findings
 	totals  map[string]*BucketHeat
 	counts  map[string]*DecisionCount
 
@@ -112,6 +117,8 @@ func newSampler(set processor.Settings, cfg *Config) (*sampler, error) {
 			}
 		},
 		seriesEvicted: func() { tel.evicted(stateLatencySeries) },
+		driftEvicted:  func() { tel.evicted(stateDriftPlace) },
+		now:           func() time.Time { return s.now() },
 	})
 	if err != nil {
 		tb.Shutdown()
@@ -356,12 +363,13 @@ func (s *sampler) learn(r *request, now time.Time) {
 // and releases the batches that no longer wait for anything.
 func (s *sampler) decide(r *request, now time.Time) {
 	entry, d := r.facts.duration()
-	req := policy.Request{InputHash: r.facts.inputHash, Entry: entry, Duration: time.Duration(d), Now: now}
+	req := policy.Request{InputHash: r.facts.inputHash, Entry: entry, Duration: time.Duration(d), Now: now,
+		Findings: s.findingsOf(&r.facts)}
 	v := s.decider.decide(&req, r.facts.hits, unitHash(r.key, s.decider.seed))
 	for _, o := range s.observers {
 		o.Observe(&req)
 	}
-	s.count(v, req.InputHash, s.decider.failed(r.facts.hits))
+	s.count(v, req.InputHash, v.failure != nil)
 	s.cache.put(r.key, v, now)
 	for _, ref := range r.groups {
 		ref.b.groups[ref.group].verdict = v
@@ -374,12 +382,22 @@ func (s *sampler) decide(r *request, now time.Time) {
 // decideSingle decides a record that belongs to no request, by the record
 // policies and a base-rate draw of its own.
 func (s *sampler) decideSingle(f *facts, now time.Time) verdict {
-	req := policy.Request{InputHash: f.inputHash, Now: now}
+	req := policy.Request{InputHash: f.inputHash, Now: now, Findings: s.findingsOf(f)}
 	s.singles++
 	v := s.decider.decide(&req, f.hits, unit(mix(s.decider.seed^s.singles)))
 	s.tel.decided(v)
 	s.countDecision(v)
 	return v
+}
+
+// findingsOf returns the request's findings, or the sampler's empty scratch
+// when its records showed nothing (request policies may still add to it).
+func (s *sampler) findingsOf(f *facts) *policy.Findings {
+	if f.findings != nil {
+		return f.findings
+	}
+	s.scratch = policy.Findings{Verdict: failure.Verdict{Reasons: s.scratch.Verdict.Reasons[:0]}}
+	return &s.scratch
 }
 
 // release forwards a batch's kept records, annotated, and drops the others.
@@ -398,6 +416,11 @@ func (s *sampler) release(b *batch) {
 		}
 		attrs.PutStr(golden.SamplingPolicy, s.decider.policyName(g.verdict))
 		attrs.PutDouble(golden.SamplingAdjustedCount, g.verdict.adjustedCount())
+		if g.verdict.failure != nil {
+			g.verdict.failure.Annotate(attrs)
+		} else {
+			healthy.Annotate(attrs)
+		}
 		return true
 	}
 	var err error

@@ -40,6 +40,7 @@ const (
 	stateDecisionCache state = iota
 	stateInputHash
 	stateLatencySeries
+	stateDriftPlace
 	numStates
 )
 
@@ -47,7 +48,7 @@ var (
 	signalNames  = [numSignals]string{"logs", "traces"}
 	outcomeNames = [numOutcomes]string{"kept", "dropped"}
 	earlyNames   = [numEarlyReasons]string{"max_requests", "max_bytes", "shutdown"}
-	stateNames   = [numStates]string{"decision_cache", "input_hash", "latency_series"}
+	stateNames   = [numStates]string{"decision_cache", "input_hash", "latency_series", "drift_place"}
 )
 
 // Bucket labels of requests whose input_hash has no prefix bucket.

@@ -4,35 +4,28 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/loom-otel/loom/internal/failure"
 )
 
-func TestErrors(t *testing.T) {
-	p := NewErrors(plog.SeverityNumberError, []string{"error.type", "error_code"})
-	for name, tc := range map[string]struct {
-		rec  *Record
-		want bool
-	}{
-		"span status error": {span(func(s ptrace.Span) { s.Status().SetCode(ptrace.StatusCodeError) }), true},
-		"span status ok":    {span(func(s ptrace.Span) { s.Status().SetCode(ptrace.StatusCodeOk) }), false},
-		"log ERROR":         {logRecord(func(l plog.LogRecord) { l.SetSeverityNumber(plog.SeverityNumberError) }), true},
-		"log FATAL":         {logRecord(func(l plog.LogRecord) { l.SetSeverityNumber(plog.SeverityNumberFatal2) }), true},
-		"log WARN":          {logRecord(func(l plog.LogRecord) { l.SetSeverityNumber(plog.SeverityNumberWarn4) }), false},
-		"text only ERROR":   {logRecord(func(l plog.LogRecord) { l.SetSeverityText("error") }), true},
-		"text only CRIT":    {logRecord(func(l plog.LogRecord) { l.SetSeverityText("CRITICAL") }), true},
-		"text only INFO":    {logRecord(func(l plog.LogRecord) { l.SetSeverityText("INFO") }), false},
-		"no severity":       {logRecord(func(plog.LogRecord) {}), false},
-		"error.type set":    {span(func(s ptrace.Span) { s.Attributes().PutStr("error.type", "timeout") }), true},
-		"error.type empty":  {span(func(s ptrace.Span) { s.Attributes().PutStr("error.type", "") }), false},
-		"error_code 503":    {logRecord(func(l plog.LogRecord) { l.Attributes().PutInt("error_code", 503) }), true},
-		"error_code 0":      {logRecord(func(l plog.LogRecord) { l.Attributes().PutInt("error_code", 0) }), false},
-		"error_code list":   {logRecord(func(l plog.LogRecord) { l.Attributes().PutEmptySlice("error_code").AppendEmpty().SetStr("x") }), true},
-		"unlisted attr":     {logRecord(func(l plog.LogRecord) { l.Attributes().PutStr("error_type", "x") }), false},
-	} {
-		assert.Equal(t, tc.want, p.MatchRecord(tc.rec), name)
-		assert.Equal(t, tc.want, p.MatchRequest(&Request{}, p.MatchRecord(tc.rec)), name)
-	}
+func TestErrorsSaysWhy(t *testing.T) {
+	p := NewErrors("errors", plog.SeverityNumberError, []string{"error.type"})
+	var f Findings
+	rec := span(func(s ptrace.Span) { s.Attributes().PutStr("error.type", "timeout") })
+	rec.Service, rec.Stage = "edge", "edge/request"
+	assert.True(t, p.DetectRecord(rec, &f))
+	require.Len(t, f.Verdict.Reasons, 1)
+	assert.Equal(t, failure.Reason{Kind: failure.KindAttribute, Detector: "errors", Service: "edge", Stage: "edge/request",
+		Attribute: "error.type", Value: "timeout"}, f.Verdict.Reasons[0])
+	assert.True(t, p.MatchRecord(rec))
+	assert.True(t, p.MatchRequest(&Request{}, true))
+
+	ok := logRecord(func(l plog.LogRecord) { l.Body().SetStr("INFO all good") })
+	assert.False(t, p.DetectRecord(ok, &f))
+	assert.Len(t, f.Verdict.Reasons, 1)
 }
 
 func TestParseSeverity(t *testing.T) {
@@ -45,5 +38,5 @@ func TestParseSeverity(t *testing.T) {
 		assert.Equal(t, want, got, name)
 	}
 	_, ok := ParseSeverity("warning")
-	assert.False(t, ok)
+	assert.False(t, ok, "the config takes the six names only")
 }

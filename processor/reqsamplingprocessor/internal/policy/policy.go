@@ -12,9 +12,7 @@ package policy // import "github.com/loom-otel/loom/processor/reqsamplingprocess
 import (
 	"time"
 
-	"go.opentelemetry.io/collector/pdata/pcommon"
-	"go.opentelemetry.io/collector/pdata/plog"
-	"go.opentelemetry.io/collector/pdata/ptrace"
+	"github.com/loom-otel/loom/internal/failure"
 )
 
 // Evaluator is one sampling policy.
@@ -32,25 +30,22 @@ type Observer interface {
 	Observe(req *Request)
 }
 
-// Record is one log record or span as policies see it. Attrs, Stage and
-// Invalid are set for both signals; the OTTL parts of the other signal are
-// left empty.
-type Record struct {
-	Attrs pcommon.Map
-	// Stage is the record's stage attribute ("" when absent).
-	Stage string
-	// Invalid is true when the record failed golden-field validation.
-	Invalid bool
+// Record is one log record or span as policies see it: the failure model's view.
+type Record = failure.Record
 
-	IsSpan bool
+// Findings are what failure policies found on a request's records: reasons,
+// and the rare values the value-drift policy judges when the request is decided.
+type Findings struct {
+	Verdict failure.Verdict
+	Notes   []failure.Candidate
+}
 
-	ResourceLogs plog.ResourceLogs
-	ScopeLogs    plog.ScopeLogs
-	LogRecord    plog.LogRecord
-
-	ResourceSpans ptrace.ResourceSpans
-	ScopeSpans    ptrace.ScopeSpans
-	Span          ptrace.Span
+// Detector is a failure policy: a match means the request failed, and it says why.
+type Detector interface {
+	Evaluator
+	// DetectRecord reports whether this record alone shows its request
+	// failed, adding its reasons (or notes to judge later) to f.
+	DetectRecord(r *Record, f *Findings) bool
 }
 
 // Request is what policies see of a request when it is decided.
@@ -65,6 +60,9 @@ type Request struct {
 	Duration time.Duration
 	// Now is when the decision is made.
 	Now time.Time
+	// Findings are what the failure policies found on its records; request
+	// policies that find a failure add their reasons. Never nil.
+	Findings *Findings
 }
 
 // recordPolicy is embedded by policies that judge records only: a request

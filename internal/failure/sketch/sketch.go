@@ -2,7 +2,7 @@
 // durations in milliseconds) within a bounded relative error and a fixed
 // memory, forgetting old values with a half-life so the estimate follows
 // the live traffic.
-package sketch // import "github.com/loom-otel/loom/processor/reqsamplingprocessor/internal/sketch"
+package sketch // import "github.com/loom-otel/loom/internal/failure/sketch"
 
 import (
 	"math"

@@ -1,4 +1,4 @@
-package policy
+package failure
 
 import (
 	"testing"
@@ -10,9 +10,9 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 )
 
-func TestFailureCondition(t *testing.T) {
+func TestConditions(t *testing.T) {
 	var evalErrors int
-	p, err := NewFailureCondition([]string{
+	p, err := NewConditions([]string{
 		`Int(attributes["output_length"]) == 0`,
 		`attributes["filter_reason"] != nil and attributes["filter_reason"] != "none"`,
 		`name == "model/forward" and attributes["resource_usage.latency_ms"] > 3000`, // spans only
@@ -36,24 +36,26 @@ func TestFailureCondition(t *testing.T) {
 			s.Attributes().PutDouble("resource_usage.latency_ms", 4200)
 		}), true},
 	} {
-		assert.Equal(t, tc.want, p.MatchRecord(tc.rec), name)
+		_, held := p.Check(tc.rec)
+		assert.Equal(t, tc.want, held, name)
 	}
 	assert.Zero(t, evalErrors)
 }
 
-func TestFailureConditionEvalErrorsAreReported(t *testing.T) {
+func TestConditionsEvalErrorsAreReported(t *testing.T) {
 	var evalErrors int
-	p, err := NewFailureCondition([]string{`Int(attributes["n"]) > 1`}, componenttest.NewNopTelemetrySettings(),
+	p, err := NewConditions([]string{`Int(attributes["n"]) > 1`}, componenttest.NewNopTelemetrySettings(),
 		func(error) { evalErrors++ })
 	require.NoError(t, err)
 	rec := logRecord(func(l plog.LogRecord) { l.Attributes().PutStr("n", "not a number") })
-	assert.False(t, p.MatchRecord(rec))
+	_, held := p.Check(rec)
+	assert.False(t, held)
 	assert.Equal(t, 1, evalErrors, "nil > 1 cannot be evaluated: reported, no match")
 }
 
-func TestFailureConditionParseErrors(t *testing.T) {
+func TestConditionsParseErrors(t *testing.T) {
 	for _, conditions := range [][]string{nil, {""}, {`attributes["x" ==`}, {`nonsense(1)`}} {
-		_, err := NewFailureCondition(conditions, componenttest.NewNopTelemetrySettings(), func(error) {})
+		_, err := NewConditions(conditions, componenttest.NewNopTelemetrySettings(), func(error) {})
 		assert.Error(t, err, "%q", conditions)
 	}
 }

@@ -1,0 +1,385 @@
+package failure
+
+import (
+	"math"
+	"strconv"
+	"strings"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/loom-otel/loom/internal/golden"
+)
+
+// DriftConfig configures the value-drift detector.
+type DriftConfig struct {
+	// RareShare: a value is rare when it is under this share of its place's
+	// baseline records, e.g. 0.05.
+	RareShare float64
+	// SurgeRatio: a rare value surges when its share of the place's recent
+	// records is at least this many times its baseline share, e.g. 4.
+	SurgeRatio float64
+	// MinCount is the decayed number of recent records that must carry a
+	// surging value, e.g. 4.
+	MinCount float64
+	// BaselineRecords and RecentRecords are the half-lives, in records of the
+	// place, of the baseline's memory and of the recent window's.
+	BaselineRecords, RecentRecords float64
+	// MinBaseline is the decayed number of records a place needs before its
+	// values are judged.
+	MinBaseline float64
+	// MaxPlaces bounds the places tracked, MaxAttributes the attributes per
+	// place, MaxValues the values per attribute (an attribute with more is an
+	// identifier or a measurement, not an outcome, and only its presence is
+	// tracked).
+	MaxPlaces, MaxAttributes, MaxValues int
+}
+
+// Drift finds silent failures in outcome attributes: per place (service,
+// stage, spans and logs apart) it learns the share of every value of the
+// low-cardinality attributes — booleans, words, numbers by order of
+// magnitude with zero apart — and how often each usual attribute is absent.
+// A record whose value (or absence) is rare in the baseline and surging in
+// the recent records is evidence that its request failed: a flag that turns
+// true, a grade that turns bad, a count that drops to zero or jumps, a field
+// that stops being written.
+//
+// Strings with digits that are not numbers (ids, versions, hosts, templates)
+// are dimensions, not outcomes: what a root cause is named by, never evidence
+// of a failure.
+//
+// The baseline lags: a place's records are counted in a block of
+// blockRecords and the block joins the baseline when it is full, so a surge
+// is judged against the traffic before it. Values surging when their block
+// joins enter the baseline at a sixteenth of their weight, so that a failing
+// minority stays abnormal while it lasts, and a change that takes over most
+// of a place becomes its new normal.
+//
+// Check runs as records arrive and notes their rare values; Confirm judges
+// the notes when the request is decided, by which time a surge that began
+// with this request is visible.
+type Drift struct {
+	cfg    DriftConfig
+	places *shardedLRU[*driftPlace]
+	// gr is the per-record growth of the recent window's weight: its counts
+	// decay by growing the weight of new records. blockDecay is what the
+	// baseline keeps of its counts each time a block joins it.
+	gr, blockDecay float64
+}
+
+// blockRecords is how many records of a place join its baseline at once.
+const blockRecords = 128
+
+type driftPlace struct {
+	key placeKey
+	// wr is the recent weight of the next record; n counts the place's records.
+	wr    float64
+	n     cell
+	attrs map[string]*driftAttr
+	list  []*driftAttr
+	usual []*driftAttr // attributes (almost) always present: their absence is judged
+	seq   uint64       // records seen, which stamps the attributes each carried
+}
+
+// cell counts records: b in the baseline (decayed), r in the recent window
+// (scaled by the place's wr), block in the block waiting to join the baseline.
+type cell struct{ b, r, block float64 }
+
+func (c *cell) add(wr float64) {
+	c.r += wr
+	c.block++
+}
+
+// join adds the block to the baseline with the given weight.
+func (c *cell) join(decay, weight float64) {
+	c.b = c.b*decay + c.block*weight
+	c.block = 0
+}
+
+type driftAttr struct {
+	name    string
+	seen    uint64 // seq of the last record that carried it
+	present cell
+	absent  *driftValue // tracked while the attribute is usual
+	values  []*driftValue
+	// dimension marks an attribute whose values are not tracked: an
+	// identifier, a version, a measurement with too many values.
+	dimension bool
+}
+
+type driftValue struct {
+	value string
+	c     cell
+}
+
+// Candidate is a rare value a record carried, to be judged when its request is.
+type Candidate struct {
+	place *driftPlace
+	attr  *driftAttr
+	value *driftValue
+}
+
+// rescaleAt bounds the growing weights before they lose precision.
+const rescaleAt = 1e100
+
+// NewDrift returns the detector; evicted is called for every place evicted.
+func NewDrift(cfg DriftConfig, evicted func()) *Drift {
+	return &Drift{
+		cfg:        cfg,
+		places:     newShardedLRU[*driftPlace](cfg.MaxPlaces, evicted),
+		gr:         math.Exp2(1 / cfg.RecentRecords),
+		blockDecay: math.Exp2(-blockRecords / cfg.BaselineRecords),
+	}
+}
+
+// Check learns r's outcome attributes and appends the rare values it carries
+// to notes, at most maxNotes of them in all; it returns notes.
+func (d *Drift) Check(r *Record, notes []Candidate, maxNotes int) []Candidate {
+	key := placeKey{service: r.Service, stage: r.Stage, span: r.IsSpan}
+	if key.stage == "" {
+		return notes
+	}
+	d.places.with(key, func() *driftPlace {
+		return &driftPlace{key: cloneKey(key), wr: 1, attrs: map[string]*driftAttr{}}
+	}, func(p *driftPlace) {
+		notes = d.observe(p, r.Attrs, notes, maxNotes)
+	})
+	return notes
+}
+
+func (d *Drift) observe(p *driftPlace, attrs pcommon.Map, notes []Candidate, maxNotes int) []Candidate {
+	p.seq++
+	judged := p.n.b >= d.cfg.MinBaseline
+	var buf [24]byte
+	for k, v := range attrs.All() {
+		if skipAttribute(k) {
+			continue
+		}
+		a := p.attrs[k]
+		if a == nil {
+			if len(p.list) >= d.cfg.MaxAttributes {
+				continue
+			}
+			a = &driftAttr{name: clone(k)}
+			p.attrs[a.name] = a
+			p.list = append(p.list, a)
+		}
+		a.seen = p.seq
+		a.present.add(p.wr)
+		if a.dimension {
+			continue
+		}
+		value, ok := outcomeValue(v, buf[:0])
+		if !ok {
+			a.dimension = true
+			a.values = nil
+			continue
+		}
+		dv := a.value(value)
+		if dv == nil {
+			if len(a.values) >= d.cfg.MaxValues {
+				a.dimension = true
+				a.values = nil
+				continue
+			}
+			dv = &driftValue{value: string(value)}
+			a.values = append(a.values, dv)
+		}
+		notes = d.count(p, a, dv, judged, notes, maxNotes)
+	}
+	for _, a := range p.usual {
+		if a.seen != p.seq {
+			notes = d.count(p, a, a.absent, judged, notes, maxNotes)
+		}
+	}
+	p.n.add(p.wr)
+	p.wr *= d.gr
+	if p.wr > rescaleAt {
+		p.rescale()
+	}
+	if p.seq%blockRecords == 0 {
+		d.joinBlock(p)
+	}
+	return notes
+}
+
+// count adds one record carrying dv, noting it when it is rare.
+func (d *Drift) count(p *driftPlace, a *driftAttr, dv *driftValue, judged bool, notes []Candidate, maxNotes int) []Candidate {
+	if judged && dv.c.b < d.cfg.RareShare*p.n.b && len(notes) < maxNotes {
+		notes = append(notes, Candidate{place: p, attr: a, value: dv})
+	}
+	dv.c.add(p.wr)
+	return notes
+}
+
+// joinBlock adds the place's last block of records to its baseline, the
+// values surging now at a sixteenth of their weight, and then lists anew the
+// attributes whose absence is judged.
+func (d *Drift) joinBlock(p *driftPlace) {
+	join := func(v *driftValue) {
+		weight := 1.0
+		if d.surging(p, v) {
+			weight = 1.0 / 16
+		}
+		v.c.join(d.blockDecay, weight)
+	}
+	for _, a := range p.list {
+		a.present.join(d.blockDecay, 1)
+		if a.absent != nil {
+			join(a.absent)
+		}
+		for _, v := range a.values {
+			join(v)
+		}
+	}
+	p.n.join(d.blockDecay, 1)
+	d.refreshUsual(p)
+}
+
+// surging says whether a rare value's recent share is SurgeRatio times its
+// baseline share and, beyond chance, above what the baseline predicts.
+func (d *Drift) surging(p *driftPlace, dv *driftValue) bool {
+	if p.n.b < d.cfg.MinBaseline {
+		return false
+	}
+	baseShare := max(dv.c.b/p.n.b, 0.5/p.n.b)
+	if baseShare >= d.cfg.RareShare {
+		return false
+	}
+	recent, n := dv.c.r/p.wr, p.n.r/p.wr
+	expected := baseShare * n
+	return recent >= d.cfg.MinCount && recent >= d.cfg.SurgeRatio*expected && recent >= expected+4*math.Sqrt(expected)
+}
+
+// Confirm judges the notes of a request: a reason for each rare value that
+// surges now.
+func (d *Drift) Confirm(notes []Candidate, add func(Reason)) {
+	for _, c := range notes {
+		var reason Reason
+		var surging bool
+		d.places.lock(c.place.key, func() {
+			if surging = d.surging(c.place, c.value); surging {
+				reason = Reason{Kind: KindValueDrift, Service: c.place.key.service, Stage: c.place.key.stage,
+					Attribute: c.attr.name, Value: c.value.value,
+					Baseline: c.value.c.b / c.place.n.b, Current: c.value.c.r / c.place.n.r}
+			}
+		})
+		if surging {
+			add(reason)
+		}
+	}
+}
+
+// refreshUsual lists the attributes present on all but a rare share of the
+// baseline: their absence becomes a value of its own.
+func (d *Drift) refreshUsual(p *driftPlace) {
+	if p.n.b < d.cfg.MinBaseline {
+		return
+	}
+	p.usual = p.usual[:0]
+	for _, a := range p.list {
+		usual := a.present.b >= (1-d.cfg.RareShare)*p.n.b
+		switch {
+		case usual && a.absent == nil:
+			// Start from the absences the counts imply.
+			a.absent = &driftValue{value: Absent, c: cell{b: max(0, p.n.b-a.present.b), r: max(0, p.n.r-a.present.r)}}
+			a.seen = p.seq // counted from the next record on
+		case !usual && a.absent != nil && a.absent.c.b > d.cfg.RareShare*p.n.b:
+			a.absent = nil // its absence is common now
+		}
+		if a.absent != nil {
+			p.usual = append(p.usual, a)
+		}
+	}
+}
+
+func (p *driftPlace) rescale() {
+	fr := 1 / p.wr
+	scale := func(c *cell) { c.r *= fr }
+	scale(&p.n)
+	for _, a := range p.list {
+		scale(&a.present)
+		if a.absent != nil {
+			scale(&a.absent.c)
+		}
+		for _, v := range a.values {
+			scale(&v.c)
+		}
+	}
+	p.wr = 1
+}
+
+func (a *driftAttr) value(v []byte) *driftValue {
+	for _, dv := range a.values {
+		if dv.value == string(v) {
+			return dv
+		}
+	}
+	return nil
+}
+
+// skipAttribute leaves out the attributes that identify a request or that
+// Loom itself writes: they are never outcomes.
+func skipAttribute(k string) bool {
+	switch k {
+	case golden.ReqID, golden.InputHash, golden.ModelVer, golden.Stage, golden.EventID:
+		return true
+	}
+	return strings.HasPrefix(k, "golden.") || strings.HasPrefix(k, "sampling.") || strings.HasPrefix(k, "request.") ||
+		strings.HasPrefix(k, "causal.") || strings.HasPrefix(k, "schema.drift")
+}
+
+// maxOutcomeLen bounds the strings taken for outcome values: longer ones are text.
+const maxOutcomeLen = 32
+
+// outcomeValue is the value's class as an outcome: "true"/"false", a word,
+// or a number's order of magnitude ("0", "1", "2..3", "4..7", …, "-1..-1",
+// …). ok is false for what is not an outcome: strings with digits that are
+// not numbers, long text, maps, lists, bytes.
+func outcomeValue(v pcommon.Value, buf []byte) ([]byte, bool) {
+	switch v.Type() {
+	case pcommon.ValueTypeBool:
+		return strconv.AppendBool(buf, v.Bool()), true
+	case pcommon.ValueTypeInt:
+		return magnitude(buf, float64(v.Int())), true
+	case pcommon.ValueTypeDouble:
+		return magnitude(buf, v.Double()), true
+	case pcommon.ValueTypeStr:
+		s := v.Str()
+		if len(s) == 0 || len(s) > maxOutcomeLen {
+			return nil, false
+		}
+		if f, err := strconv.ParseFloat(s, 64); err == nil {
+			return magnitude(buf, f), true
+		}
+		if strings.ContainsAny(s, "0123456789") {
+			return nil, false
+		}
+		return append(buf, s...), true
+	}
+	return nil, false
+}
+
+// magnitude writes the power-of-two range holding f: "0", "1", "2..3",
+// "4..7", and the same negated; fractions below 1 are "0..1".
+func magnitude(buf []byte, f float64) []byte {
+	switch {
+	case f == 0 || math.IsNaN(f):
+		return append(buf, '0')
+	case f < 0:
+		buf = append(buf, '-')
+		f = -f
+	}
+	if f < 1 {
+		return append(buf, "0..1"...)
+	}
+	if math.IsInf(f, 0) || f >= 1<<62 {
+		return append(buf, "huge"...)
+	}
+	lo := uint64(1) << uint(math.Floor(math.Log2(f)))
+	if lo == 1 {
+		return append(buf, '1')
+	}
+	buf = strconv.AppendUint(buf, lo, 10)
+	buf = append(buf, ".."...)
+	return strconv.AppendUint(buf, 2*lo-1, 10)
+}

@@ -1,0 +1,184 @@
+package failure
+
+import (
+	"math/rand/v2"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/plog"
+)
+
+func defaultDrift(evicted func()) *Drift {
+	return NewDrift(DriftConfig{RareShare: 0.05, SurgeRatio: 4, MinCount: 4, BaselineRecords: 20000, RecentRecords: 400,
+		MinBaseline: 200, MaxPlaces: 64, MaxAttributes: 64, MaxValues: 24}, evicted)
+}
+
+// outcome is a log record of one place with the attributes set puts.
+func outcome(set func(pcommon.Map)) *Record {
+	r := logRecord(func(lr plog.LogRecord) { set(lr.Attributes()) })
+	r.Service, r.Stage = "renderer", "render/finish"
+	return r
+}
+
+// judge runs one record through Check and, as a sampler does later, Confirm.
+func judge(d *Drift, r *Record) []Reason {
+	notes := d.Check(r, nil, 16)
+	var out []Reason
+	d.Confirm(notes, func(r Reason) { out = append(out, r) })
+	return out
+}
+
+func TestDriftFlagThatTurnsTrue(t *testing.T) {
+	d := defaultDrift(func() {})
+	rng := rand.New(rand.NewPCG(1, 2))
+	record := func(bad bool) *Record {
+		return outcome(func(m pcommon.Map) {
+			m.PutBool("frame.empty", bad)
+			m.PutStr("quality.tier", []string{"hd", "sd", "uhd"}[rng.IntN(3)])
+		})
+	}
+	for range 2000 {
+		assert.Empty(t, judge(d, record(false)))
+	}
+	flagged, bad := 0, 0
+	for i := range 4000 {
+		isBad := i%40 == 0 // 2.5% of the place
+		reasons := judge(d, record(isBad))
+		if isBad {
+			bad++
+			if len(reasons) > 0 {
+				flagged++
+				assert.Equal(t, Reason{Kind: KindValueDrift, Service: "renderer", Stage: "render/finish", Attribute: "frame.empty",
+					Value: "true", Baseline: reasons[0].Baseline, Current: reasons[0].Current}, reasons[0])
+				assert.Less(t, reasons[0].Baseline, reasons[0].Current)
+			}
+		} else {
+			assert.Empty(t, reasons, "record %d", i)
+		}
+	}
+	// The first few bad records come before the surge is visible in one
+	// request's judgement; a sampler judges them decision_wait later.
+	assert.GreaterOrEqual(t, flagged, bad-8)
+}
+
+func TestDriftLeavesCommonMinoritiesAlone(t *testing.T) {
+	d := defaultDrift(func() {})
+	rng := rand.New(rand.NewPCG(3, 4))
+	pick := func(shares []float64, names []string) string {
+		u := rng.Float64()
+		for i, s := range shares {
+			if u < s {
+				return names[i]
+			}
+			u -= s
+		}
+		return names[len(names)-1]
+	}
+	for i := range 30000 {
+		reasons := judge(d, outcome(func(m pcommon.Map) {
+			m.PutStr("verdict", pick([]float64{.6, .3, .07, .03}, []string{"pass", "soft", "flag", "block"}))
+			m.PutInt("retries", int64(pick([]float64{.9, .07, .02, .01}, []string{"0", "1", "2", "3"})[0]-'0'))
+			m.PutDouble("wait.seconds", rng.ExpFloat64()*0.2)
+			m.PutStr("worker", "w-"+strconv.Itoa(rng.IntN(500))) // an identifier: never an outcome
+			if rng.Float64() < 0.97 {
+				m.PutStr("trace.note", "x")
+			}
+		}))
+		require.Empty(t, reasons, "record %d: stationary traffic has no drift", i)
+	}
+}
+
+func TestDriftCountThatDropsToZeroAndJumps(t *testing.T) {
+	d := defaultDrift(func() {})
+	rng := rand.New(rand.NewPCG(5, 6))
+	for range 1000 {
+		judge(d, outcome(func(m pcommon.Map) {
+			m.PutStr("parts.written", strconv.Itoa(1+rng.IntN(9))) // logfmt numbers arrive as strings
+			m.PutInt("requeues", int64(rng.IntN(2)))
+		}))
+	}
+	reasons := []Reason{}
+	for range 40 {
+		reasons = judge(d, outcome(func(m pcommon.Map) { m.PutStr("parts.written", "0"); m.PutInt("requeues", 0) }))
+		reasons = append(reasons, judge(d, outcome(func(m pcommon.Map) { m.PutStr("parts.written", "3"); m.PutInt("requeues", 19) }))...)
+	}
+	require.Len(t, reasons, 2)
+	assert.Equal(t, "parts.written", reasons[0].Attribute)
+	assert.Equal(t, "0", reasons[0].Value)
+	assert.Equal(t, "requeues", reasons[1].Attribute)
+	assert.Equal(t, "16..31", reasons[1].Value)
+}
+
+func TestDriftFieldThatStopsBeingWritten(t *testing.T) {
+	d := defaultDrift(func() {})
+	for range 1000 {
+		judge(d, outcome(func(m pcommon.Map) { m.PutStr("index.map", "a:1,b:2,c:3,d:4,e:5"); m.PutStr("status", "done") }))
+	}
+	var reasons []Reason
+	for range 30 {
+		reasons = judge(d, outcome(func(m pcommon.Map) { m.PutStr("status", "done") }))
+		judge(d, outcome(func(m pcommon.Map) { m.PutStr("index.map", "a:1"); m.PutStr("status", "done") }))
+	}
+	require.Len(t, reasons, 1)
+	assert.Equal(t, Reason{Kind: KindValueDrift, Service: "renderer", Stage: "render/finish", Attribute: "index.map", Value: Absent,
+		Baseline: reasons[0].Baseline, Current: reasons[0].Current}, reasons[0])
+}
+
+func TestDriftChangeThatTakesOverBecomesNormal(t *testing.T) {
+	d := defaultDrift(func() {})
+	for range 1000 {
+		judge(d, outcome(func(m pcommon.Map) { m.PutStr("codec", "opus") }))
+	}
+	flagged := 0
+	for range 20000 {
+		if len(judge(d, outcome(func(m pcommon.Map) { m.PutStr("codec", "flac") }))) > 0 {
+			flagged++
+		}
+	}
+	assert.Positive(t, flagged)
+	assert.Empty(t, judge(d, outcome(func(m pcommon.Map) { m.PutStr("codec", "flac") })), "every record changed: the new normal")
+}
+
+func TestDriftIgnoresDimensionsAndIsBounded(t *testing.T) {
+	evicted := 0
+	d := NewDrift(DriftConfig{RareShare: 0.05, SurgeRatio: 4, MinCount: 4, BaselineRecords: 20000, RecentRecords: 400,
+		MinBaseline: 10, MaxPlaces: 16, MaxAttributes: 4, MaxValues: 8}, func() { evicted++ })
+	for i := range 500 {
+		notes := d.Check(outcome(func(m pcommon.Map) {
+			m.PutStr("build", "v2."+strconv.Itoa(i)) // versions and ids are dimensions
+			m.PutStr("shape", "s"+string(rune('a'+i%26)))
+			m.PutStr("req_id", "req-"+strconv.Itoa(i))
+			m.PutStr("golden.missing", "x")
+			m.PutEmptyMap("nested").PutStr("k", "v")
+			for k := range 10 {
+				m.PutBool("flag"+strconv.Itoa(k), true)
+			}
+		}), nil, 16)
+		for _, n := range notes {
+			assert.NotContains(t, []string{"build", "req_id", "golden.missing", "nested", "shape"}, n.attr.name)
+		}
+	}
+	p, _ := d.places.shards[placeKey{service: "renderer", stage: "render/finish"}.shard()].lru.Peek(placeKey{service: "renderer", stage: "render/finish"})
+	assert.Len(t, p.list, 4, "max_attributes")
+	for _, a := range p.list {
+		assert.LessOrEqual(t, len(a.values), 8, a.name)
+	}
+	assert.True(t, p.attrs["shape"] == nil || p.attrs["shape"].dimension, "26 values > max_values: not an outcome")
+	for i := range 40 {
+		r := outcome(func(m pcommon.Map) { m.PutBool("ok", true) })
+		r.Stage = "stage" + strconv.Itoa(i)
+		d.Check(r, nil, 16)
+	}
+	assert.LessOrEqual(t, d.places.len(), 16)
+	assert.Equal(t, 41-d.places.len(), evicted)
+}
+
+func TestMagnitude(t *testing.T) {
+	for f, want := range map[float64]string{0: "0", 1: "1", 1.5: "1", 2: "2..3", 3: "2..3", 7: "4..7", 1000: "512..1023",
+		-5: "-4..7", 0.25: "0..1", -0.5: "-0..1"} {
+		assert.Equal(t, want, string(magnitude(nil, f)), "%v", f)
+	}
+}

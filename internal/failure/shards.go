@@ -1,0 +1,90 @@
+package failure
+
+import (
+	"hash/maphash"
+	"sync"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
+)
+
+// numShards splits a learned detector's state, so that the pipelines'
+// goroutines observing records of different places rarely wait on each other.
+const numShards = 16
+
+// placeKey is where records are compared with each other: one service's
+// records of one stage (and model, for latency), spans and logs apart.
+type placeKey struct {
+	service, stage, model string
+	span                  bool
+}
+
+var seed = maphash.MakeSeed()
+
+func (k placeKey) shard() int {
+	var h maphash.Hash
+	h.SetSeed(seed)
+	h.WriteString(k.service)
+	h.WriteByte(0)
+	h.WriteString(k.stage)
+	h.WriteByte(0)
+	h.WriteString(k.model)
+	return int(h.Sum64() % numShards)
+}
+
+// shardedLRU holds a learned detector's per-place state in numShards
+// bounded LRUs, each behind its own lock.
+type shardedLRU[V any] struct {
+	shards [numShards]struct {
+		mu  sync.Mutex
+		lru *simplelru.LRU[placeKey, V]
+	}
+}
+
+func newShardedLRU[V any](maxPlaces int, evicted func()) *shardedLRU[V] {
+	s := &shardedLRU[V]{}
+	per := max(1, maxPlaces/numShards)
+	for i := range s.shards {
+		s.shards[i].lru, _ = simplelru.NewLRU(per, func(placeKey, V) { evicted() })
+	}
+	return s
+}
+
+// with runs f on the state of key, made by create when absent, under its shard's lock.
+func (s *shardedLRU[V]) with(key placeKey, create func() V, f func(V)) {
+	sh := &s.shards[key.shard()]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	v, ok := sh.lru.Get(key)
+	if !ok {
+		v = create()
+		sh.lru.Add(cloneKey(key), v)
+	}
+	f(v)
+}
+
+// lock runs f under the lock of key's shard, for state already in hand.
+func (s *shardedLRU[V]) lock(key placeKey, f func()) {
+	sh := &s.shards[key.shard()]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	f()
+}
+
+// len is the number of places held.
+func (s *shardedLRU[V]) len() int {
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		n += sh.lru.Len()
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// cloneKey copies the key's strings: they outlive the record they were read from.
+func cloneKey(k placeKey) placeKey {
+	return placeKey{service: clone(k.service), stage: clone(k.stage), model: clone(k.model), span: k.span}
+}
+
+func clone(s string) string { return string([]byte(s)) }
