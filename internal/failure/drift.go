@@ -49,10 +49,10 @@ type DriftConfig struct {
 //
 // The baseline lags: a place's records are counted in a block of
 // blockRecords and the block joins the baseline when it is full, so a surge
-// is judged against the traffic before it. Values surging when their block
-// joins enter the baseline at a sixteenth of their weight, so that a failing
-// minority stays abnormal while it lasts, and a change that takes over most
-// of a place becomes its new normal.
+// is judged against the traffic before it. Rare values on the rise when their
+// block joins enter the baseline at a sixteenth of their weight, so that a
+// failing minority stays abnormal while it lasts, and a change that takes
+// over most of a place becomes its new normal.
 //
 // Check runs as records arrive and notes their rare values; Confirm judges
 // the notes when the request is decided, by which time a surge that began
@@ -211,13 +211,13 @@ func (d *Drift) count(p *driftPlace, a *driftAttr, dv *driftValue, judged bool, 
 	return notes
 }
 
-// joinBlock adds the place's last block of records to its baseline, the
-// values surging now at a sixteenth of their weight, and then lists anew the
+// joinBlock adds the place's last block of records to its baseline, rare
+// values on the rise at a sixteenth of their weight, and then lists anew the
 // attributes whose absence is judged.
 func (d *Drift) joinBlock(p *driftPlace) {
 	join := func(v *driftValue) {
 		weight := 1.0
-		if d.surging(p, v) {
+		if d.rising(p, v) {
 			weight = 1.0 / 16
 		}
 		v.c.join(d.blockDecay, weight)
@@ -233,6 +233,18 @@ func (d *Drift) joinBlock(p *driftPlace) {
 	}
 	p.n.join(d.blockDecay, 1)
 	d.refreshUsual(p)
+}
+
+// rising says whether a rare value's recent share is at least three times its
+// baseline share: a surge may be starting, and its records must not become
+// the baseline it is judged against before it is visible. Chance lifts a
+// stationary rare value there now and then, which biases its baseline little.
+func (d *Drift) rising(p *driftPlace, dv *driftValue) bool {
+	if p.n.b < d.cfg.MinBaseline || dv.c.b >= d.cfg.RareShare*p.n.b {
+		return false
+	}
+	recent, n := dv.c.r/p.wr, p.n.r/p.wr
+	return recent >= 3 && recent >= 3*max(dv.c.b/p.n.b, 0.5/p.n.b)*n
 }
 
 // surging says whether a rare value's recent share is SurgeRatio times its

@@ -167,6 +167,7 @@ func prefixLevel(s string) (plog.SeverityNumber, bool) {
 	if nl := strings.IndexByte(s, '\n'); nl >= 0 {
 		s = s[:nl]
 	}
+	afterSeparator := false
 	for t := 0; t < maxPrefixTokens && s != ""; t++ {
 		s = strings.TrimLeft(s, " \t")
 		end := strings.IndexAny(s, " \t")
@@ -186,9 +187,13 @@ func prefixLevel(s string) (plog.SeverityNumber, bool) {
 		if n, ok := LevelSeverity(word); ok && isLevelWord(word) {
 			return n, true
 		}
-		if prose(token) {
+		// A plain word between separators is a field of the prefix (a
+		// logger named "app" in "… - app - ERROR - …"); anywhere else it
+		// is the message.
+		if prose(token) && !afterSeparator {
 			return plog.SeverityNumberUnspecified, false
 		}
+		afterSeparator = token == "-" || token == "|" || token == "::"
 	}
 	return plog.SeverityNumberUnspecified, false
 }

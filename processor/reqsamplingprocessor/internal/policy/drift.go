@@ -3,7 +3,7 @@ package policy
 import "github.com/loom-otel/loom/internal/failure"
 
 // MaxNotes bounds the rare values a request keeps to judge.
-const MaxNotes = 16
+const MaxNotes = 64
 
 // ValueDrift matches requests with an outcome attribute whose value is rare
 // in its place's baseline and surging now (failure.Drift). Records are
