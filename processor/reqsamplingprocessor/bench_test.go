@@ -58,7 +58,7 @@ func newBenchStream(b *testing.B) *benchStream {
 	require.NoError(b, err)
 	s := &benchStream{}
 	logs, traces := new(consumertest.LogsSink), new(consumertest.TracesSink)
-	chain := newGoldenChain(b, logs, traces)
+	chain := newGoldenChain(b, logs, traces, false)
 	for i := 0; i < benchRequests; i += requestsPerBatch {
 		var batch []*workload.Request
 		for j := range requestsPerBatch {
@@ -153,7 +153,7 @@ func newTailSampling(b *testing.B) *pipeline {
 			map[string]any{"name": "errors", "type": "status_code", "status_code": map[string]any{"status_codes": []any{"ERROR"}}},
 			map[string]any{"name": "empty_output", "type": "ottl_condition", "ottl_condition": map[string]any{
 				"error_mode": "ignore",
-				"span":       defaultConfig().Policies[1].FailureCondition.Conditions,
+				"span":       emptyOutputConditions,
 			}},
 			map[string]any{"name": "latency", "type": "latency", "latency": map[string]any{"threshold_ms": 2000}},
 			map[string]any{"name": "cache_miss", "type": "string_attribute", "string_attribute": map[string]any{

@@ -31,7 +31,7 @@ func TestLoadConfig(t *testing.T) {
 	require.NoError(t, confmap.Validate(def))
 
 	gateway := defaultConfig()
-	gateway.Policies[2].Latency = LatencyConfig{Threshold: 2 * time.Second, Quantile: 0.99}
+	gateway.Policies[1].Latency = LatencyConfig{Threshold: 2 * time.Second}
 	got := loadConfig(t, "gateway")
 	assert.Equal(t, gateway, got)
 	require.NoError(t, confmap.Validate(got))

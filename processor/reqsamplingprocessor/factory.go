@@ -43,19 +43,12 @@ func createDefaultConfig() component.Config {
 		MaxBytes:       256 << 20,
 		DecisionCache:  DecisionCacheConfig{TTL: 5 * time.Minute, MaxEntries: 200_000},
 		BasePercentage: 1,
+		// The failure model's detectors (internal/failure) and the inputs
+		// learned to fail; no rule that keeps a common, healthy event.
 		Policies: []PolicyConfig{
-			{Name: "errors", Type: Errors, Errors: ErrorsConfig{
-				MinSeverity: "error",
-				Attributes:  []string{"error.type", "error_code", "error_type"},
-			}},
-			{Name: "empty_output", Type: FailureCondition, FailureCondition: FailureConditionConfig{Conditions: []string{
-				`Int(attributes["output_length"]) == 0`,
-				`attributes["filter_reason"] != nil and attributes["filter_reason"] != "none"`,
-			}}},
-			{Name: "latency", Type: Latency, Latency: LatencyConfig{
-				Quantile: 0.99, MinSamples: 100, HalfLife: 10 * time.Minute, MaxSeries: 1000,
-			}},
-			{Name: "cache_miss", Type: Stage, Stage: StageConfig{Patterns: []string{"cache/miss*"}}},
+			{Name: "errors", Type: Errors, Errors: ErrorsConfig{MinSeverity: "error"}},
+			{Name: "latency", Type: Latency},
+			{Name: "value_drift", Type: ValueDrift},
 			{Name: "hot_input", Type: HotInput},
 		},
 		Learning: LearningConfig{

@@ -1,6 +1,7 @@
 package reqsamplingprocessor
 
 import (
+	"cmp"
 	"context"
 	"strconv"
 	"sync"
@@ -212,6 +213,7 @@ type rec struct {
 	attrs     map[string]any
 	// logs only
 	severity plog.SeverityNumber
+	body     string // "a log line" when empty
 	// spans only
 	service    string
 	root       bool
@@ -252,7 +254,7 @@ func logsOf(recs ...rec) plog.Logs {
 		r.putCommon(lr.Attributes())
 		lr.SetTraceID(traceIDOf(r.traceID))
 		lr.SetSeverityNumber(r.severity)
-		lr.Body().SetStr("a log line")
+		lr.Body().SetStr(cmp.Or(r.body, "a log line"))
 	}
 	return ld
 }

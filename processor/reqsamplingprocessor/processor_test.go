@@ -150,7 +150,12 @@ func id(i int) string { return fmt.Sprintf("req-%013d-abcdef", 1715234890000+i) 
 
 func TestPoliciesThroughTheProcessor(t *testing.T) {
 	defaults := defaultConfig().Policies
-	errorsPolicy, emptyOutput, latency, cacheMiss, hot := defaults[0], defaults[1], defaults[2], defaults[3], defaults[4]
+	errorsPolicy, latency, hot := defaults[0], defaults[1], defaults[3]
+	emptyOutput := PolicyConfig{Name: "empty_output", Type: FailureCondition, FailureCondition: FailureConditionConfig{Conditions: []string{
+		`Int(attributes["output_length"]) == 0`,
+		`attributes["filter_reason"] != nil and attributes["filter_reason"] != "none"`,
+	}}}
+	cacheMiss := PolicyConfig{Name: "cache_miss", Type: Stage, Stage: StageConfig{Patterns: []string{"cache/miss*"}}}
 	ranges := PolicyConfig{Name: "known_bad_inputs", Type: InputHash, InputHash: InputHashConfig{Ranges: []string{"00-09"}}}
 	invalid := PolicyConfig{Name: "invalid", Type: GoldenInvalid}
 	threshold := latency
@@ -163,6 +168,7 @@ func TestPoliciesThroughTheProcessor(t *testing.T) {
 		"errors: log severity": {errorsPolicy, func(r *rec) { r.severity = plog.SeverityNumberError }},
 		"errors: span status":  {errorsPolicy, func(r *rec) { r.statusErr = true }},
 		"errors: attribute":    {errorsPolicy, func(r *rec) { r.attrs = map[string]any{"error_code": "E42"} }},
+		"errors: body text":    {errorsPolicy, func(r *rec) { r.body = "ERROR write to shard failed" }},
 		"empty output":         {emptyOutput, func(r *rec) { r.attrs = map[string]any{"output_length": "0"} }},
 		"filtered output":      {emptyOutput, func(r *rec) { r.attrs = map[string]any{"filter_reason": "empty_after_dedup"} }},
 		"latency threshold":    {threshold, func(r *rec) { r.end = 3 * time.Second }},
@@ -182,8 +188,10 @@ func TestPoliciesThroughTheProcessor(t *testing.T) {
 	}
 }
 
-func TestLatencyQuantilePerEntry(t *testing.T) {
-	policy := defaultConfig().Policies[2]
+// A stage is slow against its own place (service, stage, model), learned
+// online; a place without a baseline yet is never slow.
+func TestLatencyPerPlace(t *testing.T) {
+	policy := defaultConfig().Policies[1]
 	policy.Latency.MinSamples = 50
 	cfg := onlyPolicies(policy)
 	cfg.DecisionWait = time.Second
@@ -194,10 +202,10 @@ func TestLatencyQuantilePerEntry(t *testing.T) {
 			d = 900 * time.Millisecond
 		}
 		spans := []rec{{reqID: id(i), root: true, service: "gateway", stage: "gateway/request", end: d}}
-		if i == 270 { // a slow span that is not the entry span does not make the request slow
-			spans = append(spans, rec{reqID: id(i), end: 5 * time.Second})
+		if i == 270 { // the first span of its place has no baseline yet
+			spans = append(spans, rec{reqID: id(i), stage: "engine/load", end: 5 * time.Second})
 		}
-		if i == 280 { // nor is a request slow against another entry point's requests
+		if i == 280 { // nor is a request slow against another place's records
 			spans[0].service = "celery-worker"
 		}
 		h.send(tracesOf(spans...), plog.NewLogs())
@@ -216,7 +224,7 @@ func keys[V any](m map[string]V) []string {
 
 func TestLearnsHotInputsAndKeepsTheirSilentFailures(t *testing.T) {
 	defaults := defaultConfig().Policies
-	h := newHarness(t, onlyPolicies(defaults[0], defaults[4]))
+	h := newHarness(t, onlyPolicies(defaults[0], defaults[3]))
 	// Requests on input 0b000001 fail with an error three times...
 	for i := range 3 {
 		h.send(requests(1, func(_ int, r *rec) {
@@ -429,7 +437,7 @@ func TestBadInputNeverPanics(t *testing.T) {
 }
 
 func TestTelemetry(t *testing.T) {
-	cfg := onlyPolicies(defaultConfig().Policies[0], defaultConfig().Policies[4])
+	cfg := onlyPolicies(defaultConfig().Policies[0], defaultConfig().Policies[3])
 	h := newHarness(t, cfg)
 	h.send(requests(4, func(i int, r *rec) {
 		r.inputHash = []string{"f7000001", "f7000001", "", "zz"}[i]

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -16,28 +18,47 @@ import (
 
 	"github.com/loom-otel/loom/internal/workload"
 	"github.com/loom-otel/loom/processor/goldenfieldprocessor"
+	"github.com/loom-otel/loom/processor/reqidstitchprocessor"
 )
 
 // goldenChain puts the real goldenfield processor (default config) in front
-// of next, as the gateway pipeline does.
+// of next, as the gateway pipeline does, and with stitch the real
+// reqidstitch processor after it (default config without the hold: a
+// request's records arrive in one batch, spans first).
 type goldenChain struct {
 	logs   processor.Logs
 	traces processor.Traces
 }
 
-func newGoldenChain(tb testing.TB, nextLogs consumer.Logs, nextTraces consumer.Traces) *goldenChain {
+func newGoldenChain(tb testing.TB, nextLogs consumer.Logs, nextTraces consumer.Traces, stitch bool) *goldenChain {
 	tb.Helper()
+	if stitch {
+		f := reqidstitchprocessor.NewFactory()
+		cfg := f.CreateDefaultConfig().(*reqidstitchprocessor.Config)
+		cfg.Hold.Duration = 0
+		nextLogs, nextTraces = startProcessors(tb, f, cfg, nextLogs, nextTraces)
+	}
 	f := goldenfieldprocessor.NewFactory()
+	logs, traces := startProcessors(tb, f, f.CreateDefaultConfig(), nextLogs, nextTraces)
+	return &goldenChain{logs: logs, traces: traces}
+}
+
+func startProcessors(tb testing.TB, f processor.Factory, cfg component.Config, nextLogs consumer.Logs,
+	nextTraces consumer.Traces,
+) (processor.Logs, processor.Traces) {
 	set := processortest.NewNopSettings(f.Type())
-	logs, err := f.CreateLogs(context.Background(), set, f.CreateDefaultConfig(), nextLogs)
+	logs, err := f.CreateLogs(context.Background(), set, cfg, nextLogs)
 	require.NoError(tb, err)
-	traces, err := f.CreateTraces(context.Background(), set, f.CreateDefaultConfig(), nextTraces)
+	traces, err := f.CreateTraces(context.Background(), set, cfg, nextTraces)
 	require.NoError(tb, err)
+	host := componenttest.NewNopHost()
+	require.NoError(tb, traces.Start(context.Background(), host))
+	require.NoError(tb, logs.Start(context.Background(), host))
 	tb.Cleanup(func() {
 		require.NoError(tb, logs.Shutdown(context.Background()))
 		require.NoError(tb, traces.Shutdown(context.Background()))
 	})
-	return &goldenChain{logs: logs, traces: traces}
+	return logs, traces
 }
 
 // counter counts the records a processor kept, by req_id; it stands in for
@@ -83,7 +104,8 @@ type variant struct {
 // together when it ends (as workload.Run sends them), one batch per
 // batchEvery of simulated time, and every variant's clock follows.
 type replay struct {
-	gen        *workload.Generator
+	gen        workload.Source
+	stitch     bool // run reqidstitch after goldenfield
 	every      time.Duration // between request ends
 	batchEvery time.Duration
 	truths     []workload.Truth
@@ -98,7 +120,7 @@ func newReplay(tb testing.TB, cfg workload.Config, every time.Duration) *replay 
 // run replays n requests to the variants and shuts them down.
 func (r *replay) run(tb testing.TB, n int, variants []*variant) {
 	goldenLogs, goldenTraces := new(consumertest.LogsSink), new(consumertest.TracesSink)
-	chain := newGoldenChain(tb, goldenLogs, goldenTraces)
+	chain := newGoldenChain(tb, goldenLogs, goldenTraces, r.stitch)
 	for _, v := range variants {
 		v.kept = newCounter()
 		v.h = newHarnessTo(tb, v.cfg, v.kept)
@@ -107,8 +129,8 @@ func (r *replay) run(tb testing.TB, n int, variants []*variant) {
 	flush := func(now time.Time) {
 		td, ld := workload.ToPdata(batch)
 		batch = batch[:0]
-		require.NoError(tb, chain.logs.ConsumeLogs(context.Background(), ld))
 		require.NoError(tb, chain.traces.ConsumeTraces(context.Background(), td))
+		require.NoError(tb, chain.logs.ConsumeLogs(context.Background(), ld))
 		for _, v := range variants {
 			for _, ld := range goldenLogs.AllLogs() {
 				cp := plog.NewLogs()

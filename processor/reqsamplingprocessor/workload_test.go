@@ -41,7 +41,7 @@ func score(truths []workload.Truth, kept *counter) scorecard {
 	}
 	sc := scorecard{requests: len(truths), lastMiss: -1}
 	for i, tr := range truths {
-		records := tr.Spans + tr.Logs
+		records := tr.Spans + tr.Logs + tr.TracedLogs // traced logs get their req_id from reqidstitch
 		got := kept.byReqID[tr.ReqID]
 		if got != 0 && got != records {
 			sc.partial++

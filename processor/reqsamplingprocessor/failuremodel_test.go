@@ -1,0 +1,144 @@
+package reqsamplingprocessor
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/confmap"
+	"go.opentelemetry.io/collector/confmap/confmaptest"
+
+	"github.com/loom-otel/loom/internal/workload"
+	"github.com/loom-otel/loom/internal/workload/foundry"
+)
+
+// shippedConfig is the reqsampling block of the collector's default config,
+// distribution/config.yaml: what a new user runs.
+func shippedConfig(tb testing.TB) *Config {
+	tb.Helper()
+	cm, err := confmaptest.LoadConf(filepath.Join("..", "..", "distribution", "config.yaml"))
+	require.NoError(tb, err)
+	sub, err := cm.Sub("processors")
+	require.NoError(tb, err)
+	sub, err = sub.Sub("reqsampling")
+	require.NoError(tb, err)
+	cfg := defaultConfig()
+	require.NoError(tb, sub.Unmarshal(cfg))
+	require.NoError(tb, confmap.Validate(cfg))
+	return cfg
+}
+
+// modelCase is one workload the shipped config is scored on.
+type modelCase struct {
+	family, scenario string
+	source           func(tb testing.TB) workload.Source
+}
+
+const modelRequests = 6000
+
+func modelCases() []modelCase {
+	var out []modelCase
+	fam := func(list string) func(testing.TB) workload.Source {
+		return func(tb testing.TB) workload.Source {
+			incidents, err := foundry.ParseIncidents(list)
+			require.NoError(tb, err)
+			g, err := foundry.NewGenerator(foundry.Config{Incidents: incidents, Affected: 0.12, Seed: 7,
+				Pace: workload.Pace{Requests: modelRequests}})
+			require.NoError(tb, err)
+			return g
+		}
+	}
+	for _, sc := range foundry.Incidents() {
+		out = append(out, modelCase{"foundry", string(sc), fam(string(sc))})
+	}
+	out = append(out, modelCase{"foundry", "all", fam("all")}, modelCase{"foundry", "healthy", fam("healthy")})
+	loom := func(scenarios ...workload.Scenario) func(testing.TB) workload.Source {
+		return func(tb testing.TB) workload.Source {
+			g, err := workload.NewGenerator(workload.Config{Scenarios: scenarios, Affected: 0.12, Requests: modelRequests, Seed: 7})
+			require.NoError(tb, err)
+			return g
+		}
+	}
+	for _, sc := range []workload.Scenario{workload.S1, workload.S2, workload.S3} {
+		out = append(out, modelCase{"loomgen", string(sc), loom(sc)})
+	}
+	out = append(out, modelCase{"loomgen", "s1+s2+s3", loom(workload.S1, workload.S2, workload.S3)})
+	return out
+}
+
+// modelScore is the shipped config's result on one case.
+type modelScore struct {
+	scorecard
+	loud, loudWhole, silent, silentWhole int
+}
+
+func runModelCase(tb testing.TB, c modelCase) modelScore {
+	r := &replay{gen: c.source(tb), stitch: true, every: 10 * time.Millisecond, batchEvery: 200 * time.Millisecond}
+	v := &variant{name: "shipped", cfg: shippedConfig(tb)}
+	r.run(tb, modelRequests, []*variant{v})
+	ms := modelScore{scorecard: score(r.truths, v.kept)}
+	for _, tr := range r.truths {
+		if !tr.Failed {
+			continue
+		}
+		whole := v.kept.byReqID[tr.ReqID] == tr.Spans+tr.Logs+tr.TracedLogs
+		if tr.Silent {
+			ms.silent++
+			ms.silentWhole += b2i(whole)
+		} else {
+			ms.loud++
+			ms.loudWhole += b2i(whole)
+		}
+	}
+	return ms
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func pct(n, of int) string {
+	if of == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f%%", 100*float64(n)/float64(of))
+}
+
+func writeModelRow(w io.Writer, c modelCase, ms modelScore) {
+	fmt.Fprintf(w, "%-8s %-10s %8d %9s %9s %9s %9.2f%% %8.3f× %8d\n", c.family, c.scenario, ms.failing,
+		pct(ms.loudWhole, ms.loud), pct(ms.silentWhole, ms.silent), pct(ms.failingComplete, ms.failing),
+		ms.healthyRate(), ms.volume(), ms.partial)
+}
+
+func writeModelHeader(w io.Writer) {
+	fmt.Fprintf(w, "\nfailure model: distribution/config.yaml's reqsampling after goldenfield and reqidstitch, %d requests per case\n", modelRequests)
+	fmt.Fprintf(w, "%-8s %-10s %8s %9s %9s %9s %10s %9s %8s\n", "family", "scenario", "failing", "loud", "silent", "all",
+		"healthy", "volume", "partial")
+}
+
+// TestShippedConfigOnBothFamilies scores the shipped default config on every
+// incident of both workload families: failing requests kept whole, loud and
+// silent apart, healthy kept share and volume ÷ the oracle's (every failing
+// request whole and 1% of the healthy ones).
+func TestShippedConfigOnBothFamilies(t *testing.T) {
+	writeModelHeader(os.Stdout)
+	for _, c := range modelCases() {
+		ms := runModelCase(t, c)
+		writeModelRow(os.Stdout, c, ms)
+		assert.Zero(t, ms.partial, "%s/%s: no request kept in part", c.family, c.scenario)
+		if ms.failing == 0 {
+			assert.Less(t, ms.healthyRate(), 2.0, "%s/%s: healthy traffic near the 1%% base rate", c.family, c.scenario)
+			continue
+		}
+		assert.GreaterOrEqual(t, ms.failingKept(), 99.0, "%s/%s: failing requests kept whole", c.family, c.scenario)
+		assert.LessOrEqual(t, ms.volume(), 1.2, "%s/%s: volume ÷ oracle", c.family, c.scenario)
+	}
+}
