@@ -12,6 +12,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
 	"github.com/loom-otel/loom/internal/eventgraph"
+	"github.com/loom-otel/loom/internal/failure"
 	"github.com/loom-otel/loom/internal/golden"
 )
 
@@ -59,8 +60,9 @@ func (c converter) logs(ld plog.Logs) ([]eventgraph.Event, convStats) {
 				if id := lr.SpanID(); !id.IsEmpty() {
 					e.SpanID = id.String()
 				}
-				hasErrorType := r.fields(lr.Attributes(), res.Attributes())
-				e.Failed = eventgraph.IsFailure(e.SeverityNumber, false, hasErrorType)
+				r.fields(lr.Attributes(), res.Attributes())
+				e.Failed = r.failed(&failure.Record{Attrs: lr.Attributes(), Service: e.Service, Stage: e.Stage,
+					ResourceLogs: rl, ScopeLogs: sl, LogRecord: lr})
 				events = append(events, r.done(&st))
 			}
 		}
@@ -90,8 +92,9 @@ func (c converter) traces(td ptrace.Traces) ([]eventgraph.Event, convStats) {
 				if id := span.ParentSpanID(); !id.IsEmpty() {
 					e.ParentSpanID = id.String()
 				}
-				hasErrorType := r.fields(span.Attributes(), res.Attributes())
-				e.Failed = eventgraph.IsFailure(0, status.Code() == ptrace.StatusCodeError, hasErrorType)
+				r.fields(span.Attributes(), res.Attributes())
+				e.Failed = r.failed(&failure.Record{Attrs: span.Attributes(), Service: e.Service, Stage: e.Stage, IsSpan: true,
+					ResourceSpans: rs, ScopeSpans: ss, Span: span})
 				events = append(events, r.done(&st))
 			}
 		}
@@ -137,7 +140,32 @@ func (r *record) eventID(attrs pcommon.Map, compute func() golden.EventHash) str
 // fields reads the golden fields (record first, then resource), the origin, the
 // references to other events and the kept attributes. It reports whether the
 // record names an error.type.
-func (r *record) fields(attrs, resource pcommon.Map) (hasErrorType bool) {
+// explicit is the failure model's detector of the failures a record reports
+// itself, with its default error attributes.
+var explicit = failure.NewExplicit(plog.SeverityNumberError, nil)
+
+// failed says whether the event shows its request's failure: it reports a
+// failure itself, or the failure model's verdict on its request (written by
+// reqsampling) names its place (service and stage) as the evidence of a
+// silent failure or a slow stage. A request fails when any of its events
+// does, so its outcome in the graph is the verdict sampling kept it by.
+func (r *record) failed(rec *failure.Record) bool {
+	if _, ok := explicit.Check(rec); ok {
+		return true
+	}
+	v, ok := failure.FromAttributes(rec.Attrs)
+	if !ok || !v.Failed {
+		return false
+	}
+	for _, reason := range v.Reasons {
+		if reason.Service == rec.Service && reason.Stage == rec.Stage {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *record) fields(attrs, resource pcommon.Map) {
 	e := &r.event
 	lookup := func(name string) string {
 		v, ok := attrs.Get(name)
@@ -163,13 +191,11 @@ func (r *record) fields(attrs, resource pcommon.Map) (hasErrorType bool) {
 	for k, v := range attrs.All() {
 		switch {
 		case k == string(semconv.ErrorTypeKey):
-			hasErrorType = true
 			r.attr(k, r.text(v.AsString()))
 		case golden.IsResourceUsage(k), golden.IsOutcomeAttr(k):
 			r.attr(k, r.value(v))
 		}
 	}
-	return hasErrorType
 }
 
 func (r *record) resourceText(resource pcommon.Map, name string) string {

@@ -14,6 +14,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
 	"github.com/loom-otel/loom/internal/eventgraph"
+	"github.com/loom-otel/loom/internal/failure"
 	"github.com/loom-otel/loom/internal/golden"
 )
 
@@ -224,4 +225,30 @@ func TestBodyOfAnyTypeIsText(t *testing.T) {
 		m.PutInt("duration_ms", 820)
 	}))
 	assert.JSONEq(t, `{"msg":"forward done","duration_ms":820}`, events[0].Message)
+}
+
+// An event fails by the failure model: a body that is an error only in its
+// text, or the place a request's verdict names as its evidence.
+func TestConvertFailedByTheFailureModel(t *testing.T) {
+	ld := plog.NewLogs()
+	rl := ld.ResourceLogs().AppendEmpty()
+	rl.Resource().Attributes().PutStr("service.name", "renderer")
+	lrs := rl.ScopeLogs().AppendEmpty().LogRecords()
+	verdict := failure.Verdict{}
+	verdict.Add(failure.Reason{Kind: failure.KindValueDrift, Service: "renderer", Stage: "render/finish", Attribute: "frame.empty", Value: "true"})
+	for _, stage := range []string{"render/finish", "render/start"} {
+		lr := lrs.AppendEmpty()
+		lr.Body().SetStr("INFO frame done")
+		lr.Attributes().PutStr(golden.ReqID, "req-1715234890000-abcdef")
+		lr.Attributes().PutStr(golden.Stage, stage)
+		verdict.Annotate(lr.Attributes())
+	}
+	text := lrs.AppendEmpty()
+	text.Body().SetStr("2024-05-01 12:00:00,123 - writer - ERROR - shard is read-only")
+	text.Attributes().PutStr(golden.ReqID, "req-1715234890001-abcdef")
+	events, _ := conv.logs(ld)
+	require.Len(t, events, 3)
+	assert.True(t, events[0].Failed, "the place the verdict names")
+	assert.False(t, events[1].Failed, "another place of the failed request")
+	assert.True(t, events[2].Failed, "an error in the text only")
 }

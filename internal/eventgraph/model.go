@@ -40,7 +40,9 @@ type Event struct {
 	SeverityNumber int32  // log records
 	SeverityText   string // log records
 	Status         string // spans: unset, ok or error
-	// Failed: the event reports a failure (see IsFailure).
+	// Failed: the event shows its request's failure, by the failure model
+	// (internal/failure): it reports one itself, or the request's verdict
+	// names its place as the evidence.
 	Failed bool
 	// Message is a log record's body, Name a span's name.
 	Message, Name string
@@ -68,17 +70,6 @@ type Cause struct {
 	EventID string
 	Type    string // the edge type the rule declares, e.g. triggered
 	Rule    string // the rule's name, e.g. cache_miss_trigger_inference
-}
-
-// SeverityError is the lowest OpenTelemetry severity number of the ERROR range.
-const SeverityError = 17
-
-// IsFailure is Loom's definition of a failing event: a log record of ERROR
-// severity or worse, a span whose status is Error, or a record that names an
-// error.type (the semantic-convention attribute instrumentations set on
-// failed operations). A request fails when any of its events does.
-func IsFailure(severityNumber int32, spanStatusError, hasErrorType bool) bool {
-	return severityNumber >= SeverityError || spanStatusError || hasErrorType
 }
 
 // SpanKey identifies the span the event is (spans only): the target of its children's CHILD_OF edges.
