@@ -105,7 +105,7 @@ type variant struct {
 // batchEvery of simulated time, and every variant's clock follows.
 type replay struct {
 	gen        workload.Source
-	stitch     bool // run reqidstitch after goldenfield
+	stitch     bool          // run reqidstitch after goldenfield
 	every      time.Duration // between request ends
 	batchEvery time.Duration
 	truths     []workload.Truth
