@@ -212,7 +212,7 @@ func prose(token string) bool {
 	}
 	for i := 0; i < len(token); i++ {
 		c := token[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+		if (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') {
 			return false
 		}
 	}
