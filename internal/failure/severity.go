@@ -120,19 +120,7 @@ func jsonValueAfter(s string, i, n int) (string, bool) {
 	if !strings.HasPrefix(rest, ":") {
 		return "", false
 	}
-	rest = strings.TrimLeft(rest[1:], " \t")
-	if strings.HasPrefix(rest, `"`) {
-		end := strings.IndexByte(rest[1:], '"')
-		if end < 0 {
-			return "", false
-		}
-		return rest[1 : 1+end], true
-	}
-	end := strings.IndexAny(rest, ",} \t\r\n")
-	if end < 0 {
-		end = len(rest)
-	}
-	return rest[:end], true
+	return value(strings.TrimLeft(rest[1:], " \t"), ",} \t\r\n")
 }
 
 // logfmtValueAfter reads the value of key=value when the key at s[i:i+n]
@@ -141,7 +129,11 @@ func logfmtValueAfter(s string, i, n int) (string, bool) {
 	if i > 0 && s[i-1] != ' ' && s[i-1] != '\t' || i+n >= len(s) || s[i+n] != '=' {
 		return "", false
 	}
-	rest := s[i+n+1:]
+	return value(s[i+n+1:], " \t\r\n")
+}
+
+// value reads a quoted string's contents, or a bare value up to one of ends.
+func value(rest, ends string) (string, bool) {
 	if strings.HasPrefix(rest, `"`) {
 		end := strings.IndexByte(rest[1:], '"')
 		if end < 0 {
@@ -149,7 +141,7 @@ func logfmtValueAfter(s string, i, n int) (string, bool) {
 		}
 		return rest[1 : 1+end], true
 	}
-	end := strings.IndexAny(rest, " \t\r\n")
+	end := strings.IndexAny(rest, ends)
 	if end < 0 {
 		end = len(rest)
 	}

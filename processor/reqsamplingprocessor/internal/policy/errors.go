@@ -8,35 +8,43 @@ import (
 	"github.com/loom-otel/loom/internal/failure"
 )
 
-// Errors matches requests with a record that reports a failure itself
-// (failure.Explicit): a span with status error or an exception, a log record
-// at or above a severity (from its number, its text or its body), an error
-// attribute with a value that says something failed, a GPU driver failure.
-type Errors struct {
+// recordDetector is a failure policy that judges records one at a time with
+// a detector of the failure model, naming itself in the reasons it finds.
+type recordDetector struct {
 	recordPolicy
-	name     string
-	explicit *failure.Explicit
+	name  string
+	check func(*failure.Record) (failure.Reason, bool)
 }
 
-var _ Detector = (*Errors)(nil)
+var _ Detector = (*recordDetector)(nil)
 
-// NewErrors returns the errors policy called name.
-func NewErrors(name string, minSeverity plog.SeverityNumber, attributes []string) *Errors {
-	return &Errors{name: name, explicit: failure.NewExplicit(minSeverity, attributes)}
-}
-
-func (e *Errors) MatchRecord(r *Record) bool {
-	_, ok := e.explicit.Check(r)
+func (d *recordDetector) MatchRecord(r *Record) bool {
+	_, ok := d.check(r)
 	return ok
 }
 
-func (e *Errors) DetectRecord(r *Record, f *Findings) bool {
-	reason, ok := e.explicit.Check(r)
+func (d *recordDetector) DetectRecord(r *Record, f *Findings) bool {
+	reason, ok := d.check(r)
 	if ok {
-		reason.Detector = e.name
+		reason.Detector = d.name
 		f.Verdict.Add(reason)
 	}
 	return ok
+}
+
+// NewErrors returns the errors policy called name: it matches requests with
+// a record that reports a failure itself (failure.Explicit): a span with
+// status error or an exception, a log record at or above a severity (from its
+// number, its text or its body), an error attribute with a value that says
+// something failed, a GPU driver failure.
+func NewErrors(name string, minSeverity plog.SeverityNumber, attributes []string) Detector {
+	return &recordDetector{name: name, check: failure.NewExplicit(minSeverity, attributes).Check}
+}
+
+// NewFailureCondition returns the failure_condition policy called name: it
+// matches requests with a record for which one of its OTTL conditions holds.
+func NewFailureCondition(name string, conditions *failure.Conditions) Detector {
+	return &recordDetector{name: name, check: conditions.Check}
 }
 
 // ParseSeverity parses a severity name (trace, debug, info, warn, error,
