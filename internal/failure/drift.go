@@ -330,14 +330,15 @@ func (a *driftAttr) value(v []byte) *driftValue {
 }
 
 // skipAttribute leaves out the attributes that identify a request or that
-// Loom itself writes: they are never outcomes.
+// Loom itself writes (validation, sampling, verdict, stitching, identity):
+// they are never outcomes of the service, and some depend on timing.
 func skipAttribute(k string) bool {
 	switch k {
-	case golden.ReqID, golden.InputHash, golden.ModelVer, golden.Stage, golden.EventID:
+	case golden.ReqID, golden.InputHash, golden.ModelVer, golden.Stage, golden.EventID, golden.TraceID, golden.SpanID,
+		golden.StitchDetached, golden.StitchAsyncOf, golden.CausalParents, golden.CausalRules, VerdictAttr, ReasonsAttr:
 		return true
 	}
-	return strings.HasPrefix(k, "golden.") || strings.HasPrefix(k, "sampling.") || strings.HasPrefix(k, "request.") ||
-		strings.HasPrefix(k, "causal.") || strings.HasPrefix(k, "schema.drift")
+	return strings.HasPrefix(k, "golden.") || strings.HasPrefix(k, "sampling.") || strings.HasPrefix(k, "schema.drift")
 }
 
 // maxOutcomeLen bounds the strings taken for outcome values: longer ones are text.

@@ -152,13 +152,14 @@ func TestDriftIgnoresDimensionsAndIsBounded(t *testing.T) {
 			m.PutStr("shape", "s"+string(rune('a'+i%26)))
 			m.PutStr("req_id", "req-"+strconv.Itoa(i))
 			m.PutStr("golden.missing", "x")
+			m.PutBool("stitch.detached", i%2 == 0) // Loom's own, and timing-dependent
 			m.PutEmptyMap("nested").PutStr("k", "v")
 			for k := range 10 {
 				m.PutBool("flag"+strconv.Itoa(k), true)
 			}
 		}), nil, 16)
 		for _, n := range notes {
-			assert.NotContains(t, []string{"build", "req_id", "golden.missing", "nested", "shape"}, n.attr.name)
+			assert.NotContains(t, []string{"build", "req_id", "golden.missing", "stitch.detached", "nested", "shape"}, n.attr.name)
 		}
 	}
 	p, _ := d.places.shards[placeKey{service: "renderer", stage: "render/finish"}.shard()].lru.Peek(placeKey{service: "renderer", stage: "render/finish"})

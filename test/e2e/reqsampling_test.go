@@ -37,9 +37,10 @@ func TestReqsamplingKeepsEveryFailingRequestWhole(t *testing.T) {
 		rs := mapAt(cfg, "processors", "reqsampling")
 		rs["decision_wait"] = "2s"
 		// S1's empty answers are there from the first request of a run sent
-		// in a few seconds: no baseline exists for value drift to judge them
-		// against, so the service's own contract for an empty answer is
-		// configured, as a user adds one (reqsampling README).
+		// in a few seconds: value drift alone keeps all but the first couple
+		// (360 of 362 measured), which come before any baseline exists. The
+		// test wants every one, so it configures the service's own contract
+		// for an empty answer, as a user adds one (reqsampling README).
 		rs["policies"] = append(rs["policies"].([]any), map[string]any{"name": "empty_output", "type": "failure_condition",
 			"failure_condition": map[string]any{"conditions": []any{
 				`Int(attributes["output_length"]) == 0`,
@@ -105,11 +106,8 @@ func TestReqsamplingKeepsEveryFailingRequestWhole(t *testing.T) {
 	if failing == 0 {
 		t.Fatal("the workload produced no failing request")
 	}
-	// A cold start sent in a burst gives value_drift thin baselines: it keeps
-	// about 4% of the healthy requests here besides the 1% base rate and the
-	// healthy requests of learned hot inputs (measured 6.3%).
-	if healthyRate > 0.08 {
-		t.Errorf("healthy requests kept at %.2f%%, want at most 8%% in this cold start (the 1%% base rate, hot inputs' baselines, thin drift baselines)", 100*healthyRate)
+	if healthyRate > 0.05 {
+		t.Errorf("healthy requests kept at %.2f%%, want about the 1%% base rate (at most 5%%)", 100*healthyRate)
 	}
 	if unannotated > 0 {
 		t.Errorf("%d kept records lack %s", unannotated, golden.SamplingPolicy)
