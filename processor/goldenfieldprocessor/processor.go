@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/loom-otel/loom/internal/extract"
+	failmodel "github.com/loom-otel/loom/internal/failure"
 	"github.com/loom-otel/loom/internal/golden"
 	"github.com/loom-otel/loom/processor/goldenfieldprocessor/internal/metadata"
 )
@@ -217,6 +218,7 @@ func (p *goldenProcessor) processLogs(ctx context.Context, ld plog.Logs) (plog.L
 					hasEvent:  lr.EventName() != "",
 				}
 				p.c.extractBody(lr.Body(), r.attrs, &sc, &t)
+				setSeverity(lr, &t)
 				p.process(&r, signalLogs, logTime(lr, now), &sc, &t)
 				p.c.redactBody(lr.Body(), &sc, &t)
 				if rules := p.c.validator.logRules; len(rules) > 0 {
@@ -296,6 +298,28 @@ func evalRules[K any](ctx context.Context, rules []rule[K], tCtx K, sc *scratch,
 		if broken {
 			sc.failures = append(sc.failures, failure{reasonRule, r.name})
 		}
+	}
+}
+
+// setSeverity gives a log record without a severity number the one its
+// severity text or its body shows (failure model: TextSeverity), so that
+// every later component, and every backend, sees an error written only as text.
+func setSeverity(lr plog.LogRecord, t *tally) {
+	if lr.SeverityNumber() != plog.SeverityNumberUnspecified {
+		return
+	}
+	if n, ok := failmodel.LevelSeverity(lr.SeverityText()); ok {
+		lr.SetSeverityNumber(n)
+		t.severityParsed[fromSeverityText]++
+		return
+	}
+	if lr.SeverityText() != "" {
+		return
+	}
+	if n, ok := failmodel.BodySeverity(lr.Body()); ok {
+		lr.SetSeverityNumber(n)
+		lr.SetSeverityText(failmodel.SeverityText(n))
+		t.severityParsed[fromBody]++
 	}
 }
 

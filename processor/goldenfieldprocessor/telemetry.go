@@ -39,6 +39,17 @@ const (
 
 var targetNames = [numTargets]string{"input", "attribute", "body"}
 
+// Where a severity number was read from, for the severity_parsed counter.
+type severitySource uint8
+
+const (
+	fromSeverityText severitySource = iota
+	fromBody
+	numSeveritySources
+)
+
+var severitySourceNames = [numSeveritySources]string{"severity_text", "body"}
+
 // otherServices collects the services beyond max_services in the noise ratio.
 const otherServices = "_other"
 
@@ -49,6 +60,7 @@ type tally struct {
 	dropped            [numReasons]int64
 	redactions         [numTargets]int64
 	sanitized          [numIssues]int64
+	severityParsed     [numSeveritySources]int64
 	failures           map[failure]int64
 	evicted            int64
 	drifts             []string // services with a drift detected
@@ -83,6 +95,7 @@ type telemetry struct {
 	reasonAttrs [numReasons]metric.AddOption
 	targetAttrs [numTargets]metric.AddOption
 	issueAttrs  [numIssues]metric.AddOption
+	sourceAttrs [numSeveritySources]metric.AddOption
 }
 
 func newTelemetry(tb *metadata.TelemetryBuilder, maxServices int) (*telemetry, error) {
@@ -95,6 +108,9 @@ func newTelemetry(tb *metadata.TelemetryBuilder, maxServices int) (*telemetry, e
 	}
 	for i, name := range issueNames {
 		tel.issueAttrs[i] = metric.WithAttributeSet(attribute.NewSet(attribute.String("issue", name)))
+	}
+	for i, name := range severitySourceNames {
+		tel.sourceAttrs[i] = metric.WithAttributeSet(attribute.NewSet(attribute.String("source", name)))
 	}
 	return tel, tb.RegisterProcessorGoldenfieldLogNoiseRatioCallback(tel.noise.observe)
 }
@@ -123,6 +139,11 @@ func (tel *telemetry) flush(ctx context.Context, t *tally) {
 	for i, n := range t.sanitized {
 		if n > 0 {
 			tb.ProcessorGoldenfieldSanitized.Add(ctx, n, tel.issueAttrs[i])
+		}
+	}
+	for i, n := range t.severityParsed {
+		if n > 0 {
+			tb.ProcessorGoldenfieldSeverityParsed.Add(ctx, n, tel.sourceAttrs[i])
 		}
 	}
 	for f, n := range t.failures {

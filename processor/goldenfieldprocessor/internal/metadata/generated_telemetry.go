@@ -38,6 +38,7 @@ type TelemetryBuilder struct {
 	ProcessorGoldenfieldRecordsValid       metric.Int64Counter
 	ProcessorGoldenfieldRedactions         metric.Int64Counter
 	ProcessorGoldenfieldSanitized          metric.Int64Counter
+	ProcessorGoldenfieldSeverityParsed     metric.Int64Counter
 	ProcessorGoldenfieldValidationFailures metric.Int64Counter
 }
 
@@ -153,6 +154,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_processor_goldenfield_sanitized",
 		metric.WithDescription("Number of bad inputs handled without failing the record (unparsable or oversized bodies, invalid UTF-8, truncated values). [Development]"),
 		metric.WithUnit("{value}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorGoldenfieldSeverityParsed, err = builder.meter.Int64Counter(
+		"otelcol_processor_goldenfield_severity_parsed",
+		metric.WithDescription("Number of log records without a severity number that were given one, read from their severity text or their body (a level word, a level field, a stack trace). [Development]"),
+		metric.WithUnit("{record}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ProcessorGoldenfieldValidationFailures, err = builder.meter.Int64Counter(

@@ -33,6 +33,7 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ProcessorGoldenfieldRecordsValid.Add(context.Background(), 1)
 	tb.ProcessorGoldenfieldRedactions.Add(context.Background(), 1)
 	tb.ProcessorGoldenfieldSanitized.Add(context.Background(), 1)
+	tb.ProcessorGoldenfieldSeverityParsed.Add(context.Background(), 1)
 	tb.ProcessorGoldenfieldValidationFailures.Add(context.Background(), 1)
 	AssertEqualProcessorGoldenfieldDriftEvents(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
@@ -62,6 +63,9 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorGoldenfieldSanitized(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualProcessorGoldenfieldSeverityParsed(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorGoldenfieldValidationFailures(t, testTel,
