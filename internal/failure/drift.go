@@ -138,12 +138,13 @@ func (d *Drift) Check(r *Record, notes []Candidate, maxNotes int) []Candidate {
 	if key.stage == "" {
 		return notes
 	}
-	d.places.with(key, func() *driftPlace {
-		return &driftPlace{key: cloneKey(key), wr: 1, attrs: map[string]*driftAttr{}}
-	}, func(p *driftPlace) {
-		notes = d.observe(p, r.Attrs, notes, maxNotes)
-	})
-	return notes
+	sh, p := d.places.acquire(key, newDriftPlace)
+	defer sh.mu.Unlock()
+	return d.observe(p, r.Attrs, notes, maxNotes)
+}
+
+func newDriftPlace(key placeKey) *driftPlace {
+	return &driftPlace{key: key, wr: 1, attrs: map[string]*driftAttr{}}
 }
 
 func (d *Drift) observe(p *driftPlace, attrs pcommon.Map, notes []Candidate, maxNotes int) []Candidate {
@@ -361,15 +362,34 @@ func outcomeValue(v pcommon.Value, buf []byte) ([]byte, bool) {
 		if len(s) == 0 || len(s) > maxOutcomeLen {
 			return nil, false
 		}
-		if f, err := strconv.ParseFloat(s, 64); err == nil {
-			return magnitude(buf, f), true
+		switch digits, numeric := scanNumber(s); {
+		case !digits:
+			return append(buf, s...), true
+		case numeric:
+			if f, err := strconv.ParseFloat(s, 64); err == nil {
+				return magnitude(buf, f), true
+			}
 		}
-		if strings.ContainsAny(s, "0123456789") {
-			return nil, false
-		}
-		return append(buf, s...), true
+		return nil, false
 	}
 	return nil, false
+}
+
+// scanNumber says whether s has digits, and whether it is made of nothing
+// but a number's characters (so that ParseFloat, whose errors allocate, runs
+// only on what may be a number).
+func scanNumber(s string) (digits, numeric bool) {
+	numeric = true
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= '0' && c <= '9':
+			digits = true
+		case c == '.' || c == '-' || c == '+' || c == 'e' || c == 'E':
+		default:
+			numeric = false
+		}
+	}
+	return digits, numeric && digits
 }
 
 // magnitude writes the power-of-two range holding f: "0", "1", "2..3",

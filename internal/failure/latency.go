@@ -68,26 +68,30 @@ func (l *Latency) Check(r *Record, now time.Time) (Reason, bool) {
 	if !ok {
 		return Reason{}, false
 	}
+	sh, p := l.places.acquire(key, l.newPlace)
+	defer sh.mu.Unlock()
 	var reason Reason
 	var abnormal bool
-	l.places.with(key, func() *latencyPlace { return &latencyPlace{sketch: sketch.New(l.cfg.HalfLife)} }, func(p *latencyPlace) {
-		if p.sketch.Count() >= l.cfg.MinSamples {
-			if p.stale >= refreshEvery || p.cutoff == 0 {
-				p.cutoff, p.stale = p.sketch.Quantile(l.cfg.Quantile), 0
-			}
-			bound := p.cutoff * l.cfg.Factor
-			abnormal = ms > bound && ms-p.cutoff > millis(l.cfg.MinExcess)
-			if abnormal {
-				reason = Reason{Kind: KindLatency, Service: r.Service, Stage: r.Stage, Attribute: "duration_ms", Baseline: bound, Current: ms}
-			}
+	if p.sketch.Count() >= l.cfg.MinSamples {
+		if p.stale >= refreshEvery || p.cutoff == 0 {
+			p.cutoff, p.stale = p.sketch.Quantile(l.cfg.Quantile), 0
 		}
-		p.abnormal += (b2f(abnormal) - p.abnormal) / abnormalMemory
-		if !abnormal || p.abnormal > 0.5 {
-			p.sketch.Add(ms, now)
-			p.stale++
+		bound := p.cutoff * l.cfg.Factor
+		abnormal = ms > bound && ms-p.cutoff > millis(l.cfg.MinExcess)
+		if abnormal {
+			reason = Reason{Kind: KindLatency, Service: r.Service, Stage: r.Stage, Attribute: "duration_ms", Baseline: bound, Current: ms}
 		}
-	})
+	}
+	p.abnormal += (b2f(abnormal) - p.abnormal) / abnormalMemory
+	if !abnormal || p.abnormal > 0.5 {
+		p.sketch.Add(ms, now)
+		p.stale++
+	}
 	return reason, abnormal
+}
+
+func (l *Latency) newPlace(placeKey) *latencyPlace {
+	return &latencyPlace{sketch: sketch.New(l.cfg.HalfLife)}
 }
 
 // SlowRequest says whether a request whose entry span took d breaks the threshold.

@@ -21,23 +21,19 @@ type placeKey struct {
 var seed = maphash.MakeSeed()
 
 func (k placeKey) shard() int {
-	var h maphash.Hash
-	h.SetSeed(seed)
-	h.WriteString(k.service)
-	h.WriteByte(0)
-	h.WriteString(k.stage)
-	h.WriteByte(0)
-	h.WriteString(k.model)
-	return int(h.Sum64() % numShards)
+	h := maphash.String(seed, k.service) ^ 31*maphash.String(seed, k.stage) ^ 961*maphash.String(seed, k.model)
+	return int(h % numShards)
 }
 
 // shardedLRU holds a learned detector's per-place state in numShards
 // bounded LRUs, each behind its own lock.
 type shardedLRU[V any] struct {
-	shards [numShards]struct {
-		mu  sync.Mutex
-		lru *simplelru.LRU[placeKey, V]
-	}
+	shards [numShards]lruShard[V]
+}
+
+type lruShard[V any] struct {
+	mu  sync.Mutex
+	lru *simplelru.LRU[placeKey, V]
 }
 
 func newShardedLRU[V any](maxPlaces int, evicted func()) *shardedLRU[V] {
@@ -49,17 +45,18 @@ func newShardedLRU[V any](maxPlaces int, evicted func()) *shardedLRU[V] {
 	return s
 }
 
-// with runs f on the state of key, made by create when absent, under its shard's lock.
-func (s *shardedLRU[V]) with(key placeKey, create func() V, f func(V)) {
+// acquire locks the shard of key and returns it with key's state, made by
+// create when absent; the caller unlocks the shard.
+func (s *shardedLRU[V]) acquire(key placeKey, create func(placeKey) V) (*lruShard[V], V) {
 	sh := &s.shards[key.shard()]
 	sh.mu.Lock()
-	defer sh.mu.Unlock()
 	v, ok := sh.lru.Get(key)
 	if !ok {
-		v = create()
-		sh.lru.Add(cloneKey(key), v)
+		key = cloneKey(key)
+		v = create(key)
+		sh.lru.Add(key, v)
 	}
-	f(v)
+	return sh, v
 }
 
 // lock runs f under the lock of key's shard, for state already in hand.
