@@ -45,13 +45,11 @@ const (
 	// KindValueDrift: an outcome attribute took a value that is rare in its
 	// baseline and surging now, or stopped being written.
 	KindValueDrift
-	// KindSchemaDrift: the record's model version stopped writing fields its predecessor wrote.
-	KindSchemaDrift
 	numKinds
 )
 
 var kindNames = [numKinds]string{"", "error_status", "exception", "error_severity", "error_text", "error_attribute", "gpu",
-	"condition", "latency", "value_drift", "schema_drift"}
+	"condition", "latency", "value_drift"}
 
 func (k Kind) String() string {
 	if k < numKinds && k > 0 {
