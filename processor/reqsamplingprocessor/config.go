@@ -32,6 +32,8 @@ type Config struct {
 	Policies []PolicyConfig `mapstructure:"policies"`
 	// Learning configures how hot inputs are learned from failures.
 	Learning LearningConfig `mapstructure:"learning"`
+	// VolumeGuard bounds what the policies that do not report failures keep.
+	VolumeGuard VolumeGuardConfig `mapstructure:"volume_guard"`
 
 	// options are test seams (clock, ticks), never set from YAML.
 	options []option `mapstructure:"-"`
@@ -187,6 +189,19 @@ type InputHashConfig struct {
 	_ struct{}
 }
 
+// VolumeGuardConfig bounds the share of requests that the policies which do
+// not report failures (stage, input_hash, hot_input, golden_invalid) keep
+// beyond the base rate: a rule that matches a common, healthy event must not
+// keep a third of the traffic. Failures are never throttled.
+type VolumeGuardConfig struct {
+	// MaxShare is that share of the recent requests (about the last 1000
+	// decided); above it, such a policy's matches are decided at the base
+	// rate instead, and counted. 0 turns the guard off.
+	MaxShare float64 `mapstructure:"max_share"`
+
+	_ struct{}
+}
+
 // LearningConfig configures the hot-input learner behind hot_input policies
 // and the failure map.
 type LearningConfig struct {
@@ -225,6 +240,8 @@ func (c *Config) Validate() error {
 		"must be positive when decision_cache.ttl is set, e.g. 200000; got %d", c.DecisionCache.MaxEntries)
 	check(c.BasePercentage >= 0 && c.BasePercentage <= 100, "base_percentage", "must be 0 to 100, e.g. 1; got %v", c.BasePercentage)
 	check(len(c.Policies) <= maxPolicies, "policies", "at most %d policies; got %d", maxPolicies, len(c.Policies))
+	check(c.VolumeGuard.MaxShare >= 0 && c.VolumeGuard.MaxShare <= 1, "volume_guard.max_share",
+		"must be 0 (off) to 1, e.g. 0.05; got %v", c.VolumeGuard.MaxShare)
 	l := c.Learning
 	check(l.HalfLife > 0, "learning.half_life", "must be positive, e.g. 1h; got %v", l.HalfLife)
 	check(l.MinFailures >= 1, "learning.min_failures", "must be at least 1, e.g. 3; got %v", l.MinFailures)

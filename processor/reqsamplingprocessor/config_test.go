@@ -49,7 +49,8 @@ func TestLoadConfig(t *testing.T) {
 			{Name: "slow", Type: Latency, Latency: LatencyConfig{Quantile: 0.999, MinSamples: 500, HalfLife: 30 * time.Minute, MaxSeries: 200}},
 			{Name: "invalid", Type: GoldenInvalid, Percentage: 10},
 		},
-		Learning: LearningConfig{HalfLife: 30 * time.Minute, MinFailures: 5, MinFailureRate: 0.5, PrefixLength: 3, MaxHashes: 200_000},
+		Learning:    LearningConfig{HalfLife: 30 * time.Minute, MinFailures: 5, MinFailureRate: 0.5, PrefixLength: 3, MaxHashes: 200_000},
+		VolumeGuard: VolumeGuardConfig{MaxShare: 0.1},
 	}
 	got = loadConfig(t, "everything")
 	assert.Equal(t, everything, got)
@@ -69,7 +70,7 @@ func TestValidateNamesTheKeyToFix(t *testing.T) {
 		"policies[3].input_hash.ranges[0]:", "policies[4].stage.patterns",
 		`policies[5].type: "sometimes"`,
 		"policies[6].errors.attributes: an empty list checks no attribute",
-		"policies[7].value_drift.rare_share:", "; value_drift.baseline_records, value_drift.recent_records:",
+		"volume_guard.max_share:", "policies[7].value_drift.rare_share:", "; value_drift.baseline_records, value_drift.recent_records:",
 	} {
 		assert.ErrorContains(t, err, key)
 	}

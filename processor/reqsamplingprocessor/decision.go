@@ -61,6 +61,40 @@ func (d *decider) decide(req *policy.Request, hits uint64, draw float64) verdict
 	return v
 }
 
+// baseVerdict is the decision at the base rate alone.
+func (d *decider) baseVerdict(draw float64) verdict {
+	return verdict{policy: -1, probability: d.base, kept: draw < d.base}
+}
+
+// volumeGuard follows the share of recent requests that policies which do
+// not report failures kept beyond the base rate.
+type volumeGuard struct {
+	maxShare float64
+	share    float64 // decayed over about guardMemory decisions
+}
+
+const guardMemory = 1000
+
+// admit says whether v, credited to a policy that reports no failure, may
+// keep its probability; it is then counted in the share.
+func (g *volumeGuard) admit(v verdict) bool {
+	byPolicy := v.policy >= 0 && v.failure == nil
+	if byPolicy && g.maxShare > 0 && g.share >= g.maxShare {
+		g.observe(false)
+		return false
+	}
+	g.observe(byPolicy && v.kept)
+	return true
+}
+
+func (g *volumeGuard) observe(kept bool) {
+	k := 0.0
+	if kept {
+		k = 1
+	}
+	g.share += (k - g.share) / guardMemory
+}
+
 // failed reports whether a failure policy matched any record.
 func (d *decider) failed(hits uint64) bool {
 	for i := range d.policies {

@@ -51,6 +51,7 @@ func createDefaultConfig() component.Config {
 			{Name: "value_drift", Type: ValueDrift},
 			{Name: "hot_input", Type: HotInput},
 		},
+		VolumeGuard: VolumeGuardConfig{MaxShare: 0.05},
 		Learning: LearningConfig{
 			HalfLife:       time.Hour,
 			MinFailures:    3,

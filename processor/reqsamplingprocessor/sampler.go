@@ -63,6 +63,7 @@ type sampler struct {
 	bytes   int
 	singles uint64 // records decided alone so far: their draws
 	scratch policy.Findings
+	guard   volumeGuard
 	totals  map[string]*BucketHeat
 	counts  map[string]*DecisionCount
 
@@ -127,6 +128,7 @@ func newSampler(set processor.Settings, cfg *Config) (*sampler, error) {
 	tel = newTelemetry(tb, policies)
 	s.tel = tel
 	s.decider = decider{policies: policies, base: cfg.BasePercentage / 100, seed: cfg.HashSeed}
+	s.guard = volumeGuard{maxShare: cfg.VolumeGuard.MaxShare}
 	for _, p := range policies {
 		if p.observer != nil {
 			s.observers = append(s.observers, p.observer)
@@ -365,7 +367,8 @@ func (s *sampler) decide(r *request, now time.Time) {
 	entry, d := r.facts.duration()
 	req := policy.Request{InputHash: r.facts.inputHash, Entry: entry, Duration: time.Duration(d), Now: now,
 		Findings: s.findingsOf(&r.facts)}
-	v := s.decider.decide(&req, r.facts.hits, unitHash(r.key, s.decider.seed))
+	draw := unitHash(r.key, s.decider.seed)
+	v := s.guarded(s.decider.decide(&req, r.facts.hits, draw), draw)
 	for _, o := range s.observers {
 		o.Observe(&req)
 	}
@@ -384,10 +387,22 @@ func (s *sampler) decide(r *request, now time.Time) {
 func (s *sampler) decideSingle(f *facts, now time.Time) verdict {
 	req := policy.Request{InputHash: f.inputHash, Now: now, Findings: s.findingsOf(f)}
 	s.singles++
-	v := s.decider.decide(&req, f.hits, unit(mix(s.decider.seed^s.singles)))
+	draw := unit(mix(s.decider.seed ^ s.singles))
+	v := s.guarded(s.decider.decide(&req, f.hits, draw), draw)
 	s.tel.decided(v)
 	s.countDecision(v)
 	return v
+}
+
+// guarded applies the volume guard: a request that only a policy which
+// reports no failure would keep is decided at the base rate while those
+// policies keep more than their share.
+func (s *sampler) guarded(v verdict, draw float64) verdict {
+	if s.guard.admit(v) {
+		return v
+	}
+	s.tel.throttled(v)
+	return s.decider.baseVerdict(draw)
 }
 
 // findingsOf returns the request's findings, or the sampler's empty scratch

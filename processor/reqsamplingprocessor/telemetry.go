@@ -65,6 +65,7 @@ type telemetry struct {
 	records   [numSignals][numOutcomes]metric.MeasurementOption
 	late      [numSignals][numOutcomes]metric.MeasurementOption
 	decisions [][numOutcomes]metric.MeasurementOption // by policy index + 1; 0 is the base rate
+	policies  []metric.AddOption                      // by policy index + 1
 	errors    []metric.MeasurementOption              // by policy index
 	early     [numEarlyReasons]metric.MeasurementOption
 	evictions [numStates]metric.MeasurementOption
@@ -86,6 +87,9 @@ func newTelemetry(tb *metadata.TelemetryBuilder, policies []compiledPolicy) *tel
 		t.errors = append(t.errors, metric.WithAttributes(attribute.String("policy", p.name)))
 	}
 	t.decisions = make([][numOutcomes]metric.MeasurementOption, len(names))
+	for _, name := range names {
+		t.policies = append(t.policies, metric.WithAttributes(attribute.String("policy", name)))
+	}
 	for i, name := range names {
 		for o := range numOutcomes {
 			t.decisions[i][o] = metric.WithAttributes(attribute.String("policy", name), attribute.String("outcome", outcomeNames[o]))
@@ -111,6 +115,11 @@ func (t *telemetry) decidedEarly(r earlyReason) {
 // policyFailed counts a record policy i could not evaluate.
 func (t *telemetry) policyFailed(i int) {
 	t.tb.ProcessorReqsamplingPolicyErrors.Add(t.ctx, 1, t.errors[i])
+}
+
+// throttled counts a request the volume guard took from policy v.policy.
+func (t *telemetry) throttled(v verdict) {
+	t.tb.ProcessorReqsamplingThrottled.Add(t.ctx, 1, t.policies[v.policy+1])
 }
 
 func (t *telemetry) decided(v verdict) {

@@ -41,6 +41,7 @@ type TelemetryBuilder struct {
 	ProcessorReqsamplingPendingRequests     metric.Int64ObservableGauge
 	ProcessorReqsamplingPolicyErrors        metric.Int64Counter
 	ProcessorReqsamplingRecords             metric.Int64Counter
+	ProcessorReqsamplingThrottled           metric.Int64Counter
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -228,6 +229,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_processor_reqsampling_records",
 		metric.WithDescription("Number of log records and spans kept (forwarded) or dropped with their request, late ones included. [Development]"),
 		metric.WithUnit("{record}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorReqsamplingThrottled, err = builder.meter.Int64Counter(
+		"otelcol_processor_reqsampling_throttled",
+		metric.WithDescription("Number of requests that a policy which reports no failure would have kept, decided at the base rate instead because those policies kept more than volume_guard::max_share of the recent requests. [Development]"),
+		metric.WithUnit("{request}"),
 	)
 	errs = errors.Join(errs, err)
 	return &builder, errs

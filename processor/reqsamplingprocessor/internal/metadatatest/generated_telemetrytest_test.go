@@ -45,6 +45,7 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ProcessorReqsamplingLateRecords.Add(context.Background(), 1)
 	tb.ProcessorReqsamplingPolicyErrors.Add(context.Background(), 1)
 	tb.ProcessorReqsamplingRecords.Add(context.Background(), 1)
+	tb.ProcessorReqsamplingThrottled.Add(context.Background(), 1)
 	AssertEqualProcessorReqsamplingBucketFailures(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
@@ -82,6 +83,9 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorReqsamplingRecords(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualProcessorReqsamplingThrottled(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 
