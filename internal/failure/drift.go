@@ -109,7 +109,12 @@ type driftAttr struct {
 type driftValue struct {
 	value string
 	c     cell
+	// order ranks a number's magnitude (0 for zero, higher for larger
+	// magnitudes); noOrder for words, booleans and absence.
+	order int
 }
+
+const noOrder = math.MinInt
 
 // Candidate is a rare value a record carried, to be judged when its request is.
 type Candidate struct {
@@ -169,7 +174,7 @@ func (d *Drift) observe(p *driftPlace, attrs pcommon.Map, notes []Candidate, max
 		if a.dimension {
 			continue
 		}
-		value, ok := outcomeValue(v, buf[:0])
+		value, order, ok := outcomeValue(v, buf[:0])
 		if !ok {
 			a.dimension = true
 			a.values = nil
@@ -182,7 +187,7 @@ func (d *Drift) observe(p *driftPlace, attrs pcommon.Map, notes []Candidate, max
 				a.values = nil
 				continue
 			}
-			dv = &driftValue{value: string(value)}
+			dv = &driftValue{value: string(value), order: order}
 			a.values = append(a.values, dv)
 		}
 		notes = d.count(p, a, dv, judged, notes, maxNotes)
@@ -203,13 +208,31 @@ func (d *Drift) observe(p *driftPlace, attrs pcommon.Map, notes []Candidate, max
 	return notes
 }
 
-// count adds one record carrying dv, noting it when it is rare.
+// count adds one record carrying dv, noting it when it is rare and, for a
+// number, an outcome's kind of change.
 func (d *Drift) count(p *driftPlace, a *driftAttr, dv *driftValue, judged bool, notes []Candidate, maxNotes int) []Candidate {
-	if judged && dv.c.b < d.cfg.RareShare*p.n.b && len(notes) < maxNotes {
+	if judged && dv.c.b < d.cfg.RareShare*p.n.b && len(notes) < maxNotes && d.outcomeChange(p, a, dv) {
 		notes = append(notes, Candidate{place: p, attr: a, value: dv})
 	}
 	dv.c.add(p.wr)
 	return notes
+}
+
+// outcomeChange says whether a rare number is a change an outcome shows: a
+// count that drops to zero, or a magnitude above every common one (not rare)
+// of the baseline. A rare magnitude below or among them is the traffic's mix
+// (a family of short prompts), not a failure.
+func (d *Drift) outcomeChange(p *driftPlace, a *driftAttr, dv *driftValue) bool {
+	if dv.order == noOrder || dv.order == 0 {
+		return true
+	}
+	common := d.cfg.RareShare * p.n.b
+	for _, v := range a.values {
+		if v != dv && v.order != noOrder && v.order >= dv.order && v.c.b >= common {
+			return false
+		}
+	}
+	return true
 }
 
 // joinBlock adds the place's last block of records to its baseline, rare
@@ -294,7 +317,7 @@ func (d *Drift) refreshUsual(p *driftPlace) {
 		switch {
 		case usual && a.absent == nil:
 			// Start from the absences the counts imply.
-			a.absent = &driftValue{value: Absent, c: cell{b: max(0, p.n.b-a.present.b), r: max(0, p.n.r-a.present.r)}}
+			a.absent = &driftValue{value: Absent, order: noOrder, c: cell{b: max(0, p.n.b-a.present.b), r: max(0, p.n.r-a.present.r)}}
 			a.seen = p.seq // counted from the next record on
 		case !usual && a.absent != nil && a.absent.c.b > d.cfg.RareShare*p.n.b:
 			a.absent = nil // its absence is common now
@@ -346,33 +369,35 @@ func skipAttribute(k string) bool {
 const maxOutcomeLen = 32
 
 // outcomeValue is the value's class as an outcome: "true"/"false", a word,
-// or a number's order of magnitude ("0", "1", "2..3", "4..7", …, "-1..-1",
-// …). ok is false for what is not an outcome: strings with digits that are
+// or a number's order of magnitude ("0", "1", "2..3", "4..7", …) with its
+// rank (noOrder for the others). ok is false for what is not an outcome: strings with digits that are
 // not numbers, long text, maps, lists, bytes.
-func outcomeValue(v pcommon.Value, buf []byte) ([]byte, bool) {
+func outcomeValue(v pcommon.Value, buf []byte) ([]byte, int, bool) {
 	switch v.Type() {
 	case pcommon.ValueTypeBool:
-		return strconv.AppendBool(buf, v.Bool()), true
+		return strconv.AppendBool(buf, v.Bool()), noOrder, true
 	case pcommon.ValueTypeInt:
-		return magnitude(buf, float64(v.Int())), true
+		b, order := magnitude(buf, float64(v.Int()))
+		return b, order, true
 	case pcommon.ValueTypeDouble:
-		return magnitude(buf, v.Double()), true
+		b, order := magnitude(buf, v.Double())
+		return b, order, true
 	case pcommon.ValueTypeStr:
 		s := v.Str()
 		if len(s) == 0 || len(s) > maxOutcomeLen {
-			return nil, false
+			return nil, noOrder, false
 		}
 		switch digits, numeric := scanNumber(s); {
 		case !digits:
-			return append(buf, s...), true
+			return append(buf, s...), noOrder, true
 		case numeric:
 			if f, err := strconv.ParseFloat(s, 64); err == nil {
-				return magnitude(buf, f), true
+				b, order := magnitude(buf, f)
+				return b, order, true
 			}
 		}
-		return nil, false
 	}
-	return nil, false
+	return nil, noOrder, false
 }
 
 // scanNumber says whether s has digits, and whether it is made of nothing
@@ -392,27 +417,30 @@ func scanNumber(s string) (digits, numeric bool) {
 	return digits, numeric && digits
 }
 
-// magnitude writes the power-of-two range holding f: "0", "1", "2..3",
-// "4..7", and the same negated; fractions below 1 are "0..1".
-func magnitude(buf []byte, f float64) []byte {
+// magnitude writes the power-of-two range holding f: "0", "0..1", "1",
+// "2..3", "4..7", and the same negated; order ranks it: 0 for zero, 1 for
+// fractions, 2+k for [2^k, 2^(k+1)), negative for negative numbers.
+func magnitude(buf []byte, f float64) ([]byte, int) {
+	sign := 1
 	switch {
 	case f == 0 || math.IsNaN(f):
-		return append(buf, '0')
+		return append(buf, '0'), 0
 	case f < 0:
 		buf = append(buf, '-')
-		f = -f
+		f, sign = -f, -1
 	}
 	if f < 1 {
-		return append(buf, "0..1"...)
+		return append(buf, "0..1"...), sign
 	}
 	if math.IsInf(f, 0) || f >= 1<<62 {
-		return append(buf, "huge"...)
+		return append(buf, "huge"...), sign * 66
 	}
-	lo := uint64(1) << uint(math.Floor(math.Log2(f)))
+	k := int(math.Floor(math.Log2(f)))
+	lo := uint64(1) << uint(k)
 	if lo == 1 {
-		return append(buf, '1')
+		return append(buf, '1'), sign * 2
 	}
 	buf = strconv.AppendUint(buf, lo, 10)
 	buf = append(buf, ".."...)
-	return strconv.AppendUint(buf, 2*lo-1, 10)
+	return strconv.AppendUint(buf, 2*lo-1, 10), sign * (2 + k)
 }

@@ -180,6 +180,31 @@ func TestDriftIgnoresDimensionsAndIsBounded(t *testing.T) {
 func TestMagnitude(t *testing.T) {
 	for f, want := range map[float64]string{0: "0", 1: "1", 1.5: "1", 2: "2..3", 3: "2..3", 7: "4..7", 1000: "512..1023",
 		-5: "-4..7", 0.25: "0..1", -0.5: "-0..1"} {
-		assert.Equal(t, want, string(magnitude(nil, f)), "%v", f)
+		got, _ := magnitude(nil, f)
+		assert.Equal(t, want, string(got), "%v", f)
+	}
+}
+
+// A rare magnitude within the baseline's range is the traffic's mix (longer
+// prompts for a while), not an outcome: only zero and magnitudes beyond the
+// baseline's range are.
+func TestDriftMixShiftIsNotAFailure(t *testing.T) {
+	d := defaultDrift(func() {})
+	rng := rand.New(rand.NewPCG(7, 8))
+	tokens := func() int64 {
+		if rng.Float64() < 0.02 {
+			return 20 + rng.Int64N(10) // a rare short-prompt family
+		}
+		return 100 + rng.Int64N(400)
+	}
+	for range 2000 {
+		judge(d, outcome(func(m pcommon.Map) { m.PutInt("prompt.tokens", tokens()) }))
+	}
+	for i := range 2000 {
+		n := tokens()
+		if i%4 == 0 {
+			n = 20 + rng.Int64N(10) // the short family surges to a quarter of the traffic
+		}
+		require.Empty(t, judge(d, outcome(func(m pcommon.Map) { m.PutInt("prompt.tokens", n) })), "record %d", i)
 	}
 }

@@ -129,7 +129,7 @@ type LatencyConfig struct {
 	// Threshold keeps every request whose entry span (the earliest root span)
 	// is slower than it (0: off): an SLO.
 	Threshold time.Duration `mapstructure:"threshold"`
-	// Quantile is the live quantile that bounds a place's usual time; unset means 0.99.
+	// Quantile is the live quantile that bounds a place's usual time; unset means 0.995.
 	Quantile float64 `mapstructure:"quantile"`
 	// Factor: a record slower than factor × that quantile is abnormal; unset means 2.
 	Factor float64 `mapstructure:"factor"`

@@ -134,7 +134,7 @@ func newEvaluator(pc *PolicyConfig, i int, deps policyDeps) (policy.Evaluator, e
 func newLatency(name string, c *LatencyConfig, deps policyDeps) (policy.Evaluator, error) {
 	cfg := failure.LatencyConfig{
 		Threshold:  c.Threshold,
-		Quantile:   cmpOr(c.Quantile, 0.99),
+		Quantile:   cmpOr(c.Quantile, 0.995),
 		Factor:     cmpOr(c.Factor, 2),
 		MinExcess:  cmpOr(c.MinExcess, 5*time.Millisecond),
 		MinSamples: float64(cmpOr(c.MinSamples, 100)),
@@ -143,7 +143,7 @@ func newLatency(name string, c *LatencyConfig, deps policyDeps) (policy.Evaluato
 	}
 	var errs []error
 	if c.Threshold < 0 || c.Quantile < 0 || c.Quantile >= 1 {
-		errs = append(errs, fmt.Errorf("latency: threshold must not be negative and quantile must be above 0 and below 1 (unset: 0.99); got %v and %v",
+		errs = append(errs, fmt.Errorf("latency: threshold must not be negative and quantile must be above 0 and below 1 (unset: 0.995); got %v and %v",
 			c.Threshold, c.Quantile))
 	}
 	if c.Factor != 0 && c.Factor < 1 {
