@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
 )
 
 func TestReqIDRoundTrip(t *testing.T) {
@@ -126,4 +128,34 @@ func FuzzHashInput(f *testing.F) {
 			t.Fatalf("lowercase normalization of %q depends on case", input)
 		}
 	})
+}
+
+func TestFilledMakesTheOutcomeTrue(t *testing.T) {
+	attrs := pcommon.NewMap()
+	attrs.PutBool(ValidAttr, false)
+	attrs.PutEmptySlice(MissingAttr).AppendEmpty().SetStr(ReqID)
+	Filled(attrs, ReqID)
+	valid, _ := attrs.Get(ValidAttr)
+	_, missing := attrs.Get(MissingAttr)
+	if !valid.Bool() || missing {
+		t.Fatalf("req_id filled: %v", attrs.AsRaw())
+	}
+
+	attrs = pcommon.NewMap()
+	attrs.PutBool(ValidAttr, false)
+	m := attrs.PutEmptySlice(MissingAttr)
+	m.AppendEmpty().SetStr(ReqID)
+	m.AppendEmpty().SetStr(Stage)
+	Filled(attrs, ReqID)
+	valid, _ = attrs.Get(ValidAttr)
+	got, _ := attrs.Get(MissingAttr)
+	if valid.Bool() || got.Slice().Len() != 1 || got.Slice().At(0).Str() != Stage {
+		t.Fatalf("stage still missing: %v", attrs.AsRaw())
+	}
+
+	attrs = pcommon.NewMap()
+	Filled(attrs, ReqID)
+	if attrs.Len() != 0 {
+		t.Fatalf("a record no validator saw is left alone: %v", attrs.AsRaw())
+	}
 }

@@ -1,5 +1,7 @@
 package golden
 
+import "go.opentelemetry.io/collector/pdata/pcommon"
+
 // Validation outcome attributes: every record that passed a validating component
 // says whether it honours the contract, and if not, why.
 const (
@@ -34,3 +36,23 @@ const (
 	DriftOldRecords = "schema.drift.old_records"
 	DriftNewRecords = "schema.drift.new_records"
 )
+
+// Filled records that a later component gave the record a required field it
+// lacked (reqidstitch filling req_id): the field leaves golden.missing, and
+// the record becomes valid when nothing else is missing or invalid, so that
+// the validation outcome is true of the record as it leaves the collector.
+// A record no validating component saw (without golden.valid) is left alone.
+func Filled(attrs pcommon.Map, field string) {
+	if _, validated := attrs.Get(ValidAttr); !validated {
+		return
+	}
+	if missing, ok := attrs.Get(MissingAttr); ok && missing.Type() == pcommon.ValueTypeSlice {
+		missing.Slice().RemoveIf(func(v pcommon.Value) bool { return v.Str() == field })
+		if missing.Slice().Len() == 0 {
+			attrs.Remove(MissingAttr)
+		}
+	}
+	_, stillMissing := attrs.Get(MissingAttr)
+	_, invalid := attrs.Get(InvalidAttr)
+	attrs.PutBool(ValidAttr, !stillMissing && !invalid)
+}

@@ -63,6 +63,7 @@ func (s *stitcher) stitchLog(o origin, rl plog.ResourceLogs, sl plog.ScopeLogs, 
 			return true
 		}
 		attrs.PutStr(golden.ReqID, r.id)
+		golden.Filled(attrs, golden.ReqID)
 		s.tally.filled[filledReqID]++
 	case s.isGPUEvent(o, rl, sl, lr):
 		var wait bool
@@ -224,6 +225,7 @@ func (s *stitcher) stitchSpan(o origin, span ptrace.Span, r *request, event gold
 			return true
 		}
 		attrs.PutStr(golden.ReqID, r.id)
+		golden.Filled(attrs, golden.ReqID)
 		s.tally.filled[filledReqID]++
 		s.observeSpan(o, span, r, event)
 	}

@@ -57,7 +57,9 @@ func TestRecordWithTraceGetsReqID(t *testing.T) {
 	h.consumeTraces(tracesOf(rootA))
 	child := rec{service: "auth", trace: traceID(1), span: spanID(5), parent: spanID(1), at: t0, end: t0.Add(time.Millisecond), name: "auth/verify"}
 	h.consumeTraces(tracesOf(child))
-	h.consumeLogs(logsOf(rec{service: "auth", trace: traceID(1), span: spanID(5), at: t0, name: "token verified"}))
+	// goldenfield found it lacking req_id; once filled, its outcome says so.
+	h.consumeLogs(logsOf(rec{service: "auth", trace: traceID(1), span: spanID(5), at: t0, name: "token verified",
+		attrs: map[string]any{golden.ValidAttr: false, golden.MissingAttr: []any{golden.ReqID}}}))
 
 	spans := h.outSpans()
 	require.Len(t, spans, 2)
@@ -65,6 +67,10 @@ func TestRecordWithTraceGetsReqID(t *testing.T) {
 	logs := h.outLogs()
 	require.Len(t, logs, 1)
 	assert.Equal(t, reqA, str(logs[0].Attributes(), golden.ReqID))
+	valid, _ := logs[0].Attributes().Get(golden.ValidAttr)
+	assert.True(t, valid.Bool(), "the validation outcome is true of the record as it leaves")
+	_, missing := logs[0].Attributes().Get(golden.MissingAttr)
+	assert.False(t, missing)
 	assert.Equal(t, int64(2), h.counter("processor_reqidstitch_records_filled", "direction", "req_id"))
 }
 

@@ -183,6 +183,7 @@ func (s *stitcher) attributeGPUEvent(o origin, lr plog.LogRecord, now int64) (*r
 		return nil, true
 	}
 	attrs.PutStr(golden.ReqID, span.reqID)
+	golden.Filled(attrs, golden.ReqID)
 	lr.SetTraceID(span.trace)
 	lr.SetSpanID(span.span)
 	s.tally.filled[filledGPU]++

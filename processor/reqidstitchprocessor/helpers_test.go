@@ -204,6 +204,10 @@ func putAttrs(m pcommon.Map, attrs map[string]any) {
 			m.PutDouble(k, v)
 		case bool:
 			m.PutBool(k, v)
+		case []any:
+			if err := m.PutEmptySlice(k).FromRaw(v); err != nil {
+				panic(err)
+			}
 		default:
 			panic("unsupported test attribute type")
 		}
