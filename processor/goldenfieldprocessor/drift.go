@@ -19,9 +19,11 @@ import (
 const maxPendingDrift = 64
 
 // lineageKey identifies where versions succeed each other: the same kind of
-// record (signal, stage) from the same service.
+// record (signal, stage) from the same service, of one model family
+// (golden.ModelFamily): a service that serves a text and an image model
+// has two lineages, and switching between them is no version change.
 type lineageKey struct {
-	signal, service, stage string
+	signal, service, stage, family string
 }
 
 type lineage struct {
@@ -170,7 +172,7 @@ func (t *driftTracker) observe(key lineageKey, version string, attrs pcommon.Map
 func (t *driftTracker) series(key lineageKey, version string, at time.Time) (*series, int) {
 	ln := t.lineages[key]
 	if ln == nil {
-		key = lineageKey{strings.Clone(key.signal), strings.Clone(key.service), strings.Clone(key.stage)}
+		key = lineageKey{strings.Clone(key.signal), strings.Clone(key.service), strings.Clone(key.stage), strings.Clone(key.family)}
 		ln = &lineage{key: key}
 		t.lineages[key] = ln
 	}

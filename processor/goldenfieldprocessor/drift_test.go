@@ -97,7 +97,7 @@ func TestDriftTracker(t *testing.T) {
 	cfg := defaultConfig().Drift
 	cfg.MinRecords = 10
 	at := time.Unix(0, 0)
-	key := lineageKey{signalLogs, "model", "model/forward"}
+	key := lineageKey{signalLogs, "model", "model/forward", ""}
 	feed := func(tr *driftTracker, version string, n int, attrs map[string]any) (events []*driftEvent) {
 		m := pcommon.NewMap()
 		require.NoError(t, m.FromRaw(attrs))
@@ -144,7 +144,7 @@ func TestDriftTracker(t *testing.T) {
 		evicted := 0
 		m := pcommon.NewMap()
 		for i := range 10 {
-			n, _ := tr.observe(lineageKey{signalLogs, "svc", fmt.Sprint(i)}, "v", m, at)
+			n, _ := tr.observe(lineageKey{signalLogs, "svc", fmt.Sprint(i), ""}, "v", m, at)
 			evicted += n
 		}
 		assert.Equal(t, 7, evicted)
@@ -180,10 +180,10 @@ func TestDriftFromSpansReachesLogs(t *testing.T) {
 		return rec{service: "model", attrs: attrs}
 	}
 	for range 20 {
-		require.NoError(t, tp.ConsumeTraces(context.Background(), makeTraces(t, span("v1", true))))
+		require.NoError(t, tp.ConsumeTraces(context.Background(), makeTraces(t, span("llama3-8b-v1", true))))
 	}
 	for range 20 {
-		require.NoError(t, tp.ConsumeTraces(context.Background(), makeTraces(t, span("v2", false))))
+		require.NoError(t, tp.ConsumeTraces(context.Background(), makeTraces(t, span("llama3-8b-v2", false))))
 	}
 	require.NoError(t, lp.ConsumeLogs(context.Background(), makeLogs(t, rec{body: "unrelated"})))
 	require.NoError(t, lp.Shutdown(context.Background()))
@@ -222,7 +222,7 @@ func TestDriftInBothSignalsReportedOnce(t *testing.T) {
 	for _, phase := range []struct {
 		version string
 		hash    bool
-	}{{"v1", true}, {"v2", false}} {
+	}{{"llama3-8b-v1", true}, {"llama3-8b-v2", false}} {
 		for range 20 {
 			require.NoError(t, tp.ConsumeTraces(context.Background(), makeTraces(t, record(phase.version, phase.hash))))
 			require.NoError(t, lp.ConsumeLogs(context.Background(), makeLogs(t, record(phase.version, phase.hash))))
@@ -246,11 +246,11 @@ func TestSecondTier(t *testing.T) {
 	tr := newDriftTracker(defaultConfig().Drift)
 	m := pcommon.NewMap()
 	require.NoError(t, m.FromRaw(map[string]any{golden.ValidAttr: false, golden.MissingAttr: []any{"req_id"}, "x": 1}))
-	tr.observe(lineageKey{signalLogs, "s", "st"}, "v1", m, time.Unix(0, 0))
-	assert.Equal(t, []string{"x"}, tr.lineages[lineageKey{signalLogs, "s", "st"}].versions[0].names)
+	tr.observe(lineageKey{signalLogs, "s", "st", ""}, "v1", m, time.Unix(0, 0))
+	assert.Equal(t, []string{"x"}, tr.lineages[lineageKey{signalLogs, "s", "st", ""}].versions[0].names)
 
 	ld := plog.NewLogs()
-	(&driftEvent{key: lineageKey{signalLogs, "model", "model/forward"}, oldVersion: "v1", newVersion: "v2",
+	(&driftEvent{key: lineageKey{signalLogs, "model", "model/forward", ""}, oldVersion: "v1", newVersion: "v2",
 		lost: []fieldRate{{"raw_output_hash", 1, 0}}}).appendTo(ld, time.Unix(0, 0))
 	want := plog.NewLogs()
 	ld.CopyTo(want)
@@ -273,4 +273,41 @@ func TestDriftIgnoresAliasRenames(t *testing.T) {
 	for _, lr := range runLogs(t, defaultConfig(), makeLogs(t, recs...)) {
 		assert.NotEqual(t, golden.SchemaDriftEvent, lr.EventName())
 	}
+}
+
+// A service that serves two models (a text and an image one) alternates
+// between two lineages, and their different fields are no drift; an upgrade
+// of one of them that stops writing a field is.
+func TestDriftComparesVersionsOfOneModel(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.Drift.MinRecords = 10
+	sink := new(consumertest.LogsSink)
+	lp, err := NewFactory().CreateLogs(context.Background(), settings(nil), cfg, sink)
+	require.NoError(t, err)
+	record := func(model string, fields ...string) rec {
+		attrs := map[string]any{"model_ver": model, "stage": "engine/generate", "req_id": "req-1715234890000-abcdef"}
+		for _, f := range fields {
+			attrs[f] = "x"
+		}
+		return rec{service: "engine", attrs: attrs}
+	}
+	for range 30 {
+		require.NoError(t, lp.ConsumeLogs(context.Background(), makeLogs(t,
+			record("phi3-mini-128k-v3.1", "segment_map", "tokens_out"), record("sdxl-turbo-v1.0", "image_digest"))))
+	}
+	drifts := func() (n int) {
+		for _, lr := range logRecords(sink.AllLogs()) {
+			if lr.EventName() == golden.SchemaDriftEvent {
+				n++
+			}
+		}
+		return n
+	}
+	assert.Zero(t, drifts(), "two models are not two versions")
+	for range 30 {
+		require.NoError(t, lp.ConsumeLogs(context.Background(), makeLogs(t,
+			record("phi3-mini-128k-v3.2", "tokens_out"), record("sdxl-turbo-v1.0", "image_digest"))))
+	}
+	assert.Equal(t, 1, drifts(), "the text model's upgrade lost segment_map")
+	require.NoError(t, lp.Shutdown(context.Background()))
 }

@@ -166,7 +166,7 @@ func (p *goldenProcessor) observeDrift(r *recordView, signal string, at time.Tim
 		return
 	}
 	stage, _ := r.attrs.Get(golden.Stage)
-	key := lineageKey{signal: signal, service: serviceLabel(r.service), stage: stage.Str()}
+	key := lineageKey{signal: signal, service: serviceLabel(r.service), stage: stage.Str(), family: golden.ModelFamily(ver.Str())}
 	evicted, event := p.tracker.observe(key, ver.Str(), r.attrs, at)
 	t.evicted += int64(evicted)
 	if event != nil {

@@ -59,8 +59,8 @@ func TestQuarantinePattern(t *testing.T) {
 		return rec{service: "model", attrs: attrs}
 	}
 	input := makeLogs(t,
-		forward("v1", true), forward("v1", true), rec{service: "gateway", body: "received request"},
-		forward("v2", false), forward("v2", false),
+		forward("llama3-8b-v1", true), forward("llama3-8b-v1", true), rec{service: "gateway", body: "received request"},
+		forward("llama3-8b-v2", false), forward("llama3-8b-v2", false),
 	)
 	for _, p := range []consumer.Logs{main, quarantine} { // a receiver fans out copies
 		ld := plog.NewLogs()
