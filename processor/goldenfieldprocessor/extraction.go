@@ -7,6 +7,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
 	"github.com/loom-otel/loom/internal/extract"
+	"github.com/loom-otel/loom/internal/golden"
 )
 
 // bodyFormat is what a log body was parsed as; masking a value in the body depends on it.
@@ -40,6 +41,11 @@ func (c *compiled) extractBody(body pcommon.Value, attrs pcommon.Map, sc *scratc
 		}
 		c.parseBody(s, sc, t)
 		for _, f := range sc.fields {
+			if sc.format == formatText && c.isModelKey(f.Key) && plainWord(f.Str) {
+				// "INFO model: model forward completed" names no model.
+				t.sanitized[issueNotAModel]++
+				continue
+			}
 			if _, exists := attrs.Get(f.Key); !exists {
 				putField(attrs, f)
 			}
@@ -76,6 +82,23 @@ func (c *compiled) parseBody(s string, sc *scratch, t *tally) {
 		sc.format = formatText
 	}
 	t.limited(limited)
+}
+
+// isModelKey says whether key is model_ver or one of its aliases.
+func (c *compiled) isModelKey(key string) bool {
+	return key == golden.ModelVer || c.fields[key].canonical == golden.ModelVer
+}
+
+// plainWord says whether s is a lowercase word with nothing a model name
+// carries (a digit, a dash, a dot): what free text says after "model:" when
+// it names no model.
+func plainWord(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 'a' || s[i] > 'z' {
+			return false
+		}
+	}
+	return s != ""
 }
 
 func putField(attrs pcommon.Map, f extract.Field) {

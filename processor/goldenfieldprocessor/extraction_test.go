@@ -146,3 +146,23 @@ func TestExtractedJSONBodyStaysValidAfterMasking(t *testing.T) {
 	assert.NotContains(t, attrs.AsRaw(), "messages")
 	assert.NotContains(t, lr.Body().Str(), "secret")
 }
+
+// A model_ver read from free text must look like a model: "model: model
+// forward completed" names none, and a plain word never becomes model_ver
+// (nor a Loki label value); a JSON or logfmt field is the service's own.
+func TestFreeTextModelMustLookLikeAModel(t *testing.T) {
+	for body, want := range map[string]string{
+		"INFO model: model forward completed for req-1715234890000-abcdef": "",
+		"WARN model=kv cache pressure":                                     "",
+		"INFO model: llama3-8b-v2.1.4 loaded":                              "llama3-8b-v2.1.4",
+		"INFO model: mistral-large loaded":                                 "mistral-large",
+		`{"model":"batch","msg":"x"}`:                                      "batch",
+	} {
+		attrs, _ := runOne(t, defaultConfig(), rec{body: body})
+		got := ""
+		if v, ok := attrs.Get("model_ver"); ok {
+			got = v.Str()
+		}
+		assert.Equal(t, want, got, body)
+	}
+}

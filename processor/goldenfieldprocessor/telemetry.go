@@ -22,10 +22,12 @@ const (
 	issueTooManyFields
 	issueInvalidUTF8
 	issueValueTruncated
+	issueNotAModel
 	numIssues
 )
 
-var issueNames = [numIssues]string{"invalid_json", "body_too_large", "too_deep", "too_many_fields", "invalid_utf8", "value_truncated"}
+var issueNames = [numIssues]string{"invalid_json", "body_too_large", "too_deep", "too_many_fields", "invalid_utf8", "value_truncated",
+	"not_a_model"}
 
 // Redaction targets, for the redactions counter.
 type target uint8

@@ -152,7 +152,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ProcessorGoldenfieldSanitized, err = builder.meter.Int64Counter(
 		"otelcol_processor_goldenfield_sanitized",
-		metric.WithDescription("Number of bad inputs handled without failing the record (unparsable or oversized bodies, invalid UTF-8, truncated values). [Development]"),
+		metric.WithDescription("Number of bad inputs handled without failing the record (unparsable or oversized bodies, invalid UTF-8, truncated values, a model_ver read from free text that is a plain word). [Development]"),
 		metric.WithUnit("{value}"),
 	)
 	errs = errors.Join(errs, err)

@@ -166,7 +166,7 @@ func AssertEqualProcessorGoldenfieldRedactions(t *testing.T, tt *componenttest.T
 func AssertEqualProcessorGoldenfieldSanitized(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_processor_goldenfield_sanitized",
-		Description: "Number of bad inputs handled without failing the record (unparsable or oversized bodies, invalid UTF-8, truncated values). [Development]",
+		Description: "Number of bad inputs handled without failing the record (unparsable or oversized bodies, invalid UTF-8, truncated values, a model_ver read from free text that is a plain word). [Development]",
 		Unit:        "{value}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
