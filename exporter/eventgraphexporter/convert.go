@@ -61,7 +61,7 @@ func (c converter) logs(ld plog.Logs) ([]eventgraph.Event, convStats) {
 					e.SpanID = id.String()
 				}
 				r.fields(lr.Attributes(), res.Attributes())
-				e.Failed = r.failed(&failure.Record{Attrs: lr.Attributes(), Service: e.Service, Stage: e.Stage,
+				e.Failed = eventFailed(&failure.Record{Attrs: lr.Attributes(), Service: e.Service, Stage: e.Stage,
 					ResourceLogs: rl, ScopeLogs: sl, LogRecord: lr})
 				events = append(events, r.done(&st))
 			}
@@ -93,7 +93,7 @@ func (c converter) traces(td ptrace.Traces) ([]eventgraph.Event, convStats) {
 					e.ParentSpanID = id.String()
 				}
 				r.fields(span.Attributes(), res.Attributes())
-				e.Failed = r.failed(&failure.Record{Attrs: span.Attributes(), Service: e.Service, Stage: e.Stage, IsSpan: true,
+				e.Failed = eventFailed(&failure.Record{Attrs: span.Attributes(), Service: e.Service, Stage: e.Stage, IsSpan: true,
 					ResourceSpans: rs, ScopeSpans: ss, Span: span})
 				events = append(events, r.done(&st))
 			}
@@ -149,20 +149,11 @@ var explicit = failure.NewExplicit(plog.SeverityNumberError, nil)
 // reqsampling) names its place (service and stage) as the evidence of a
 // silent failure or a slow stage. A request fails when any of its events
 // does, so its outcome in the graph is the verdict sampling kept it by.
-func (r *record) failed(rec *failure.Record) bool {
+func eventFailed(rec *failure.Record) bool {
 	if _, ok := explicit.Check(rec); ok {
 		return true
 	}
-	v, ok := failure.FromAttributes(rec.Attrs)
-	if !ok || !v.Failed {
-		return false
-	}
-	for _, reason := range v.Reasons {
-		if reason.Service == rec.Service && reason.Stage == rec.Stage {
-			return true
-		}
-	}
-	return false
+	return failure.NamesPlace(rec.Attrs, rec.Service, rec.Stage)
 }
 
 func (r *record) fields(attrs, resource pcommon.Map) {

@@ -165,7 +165,7 @@ func (d *Drift) observe(p *driftPlace, attrs pcommon.Map, notes []Candidate, max
 			if len(p.list) >= d.cfg.MaxAttributes {
 				continue
 			}
-			a = &driftAttr{name: clone(k)}
+			a = &driftAttr{name: strings.Clone(k)}
 			p.attrs[a.name] = a
 			p.list = append(p.list, a)
 		}

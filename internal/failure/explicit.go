@@ -5,6 +5,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/loom-otel/loom/internal/extract"
 	"github.com/loom-otel/loom/internal/golden"
 )
 
@@ -58,7 +59,7 @@ func (e *Explicit) Check(r *Record) (Reason, bool) {
 	}
 	for _, name := range e.attributes {
 		if v, ok := r.Attrs.Get(name); ok && reportsFailure(v) {
-			at.Kind, at.Attribute, at.Value = KindAttribute, name, truncate(v.AsString(), 128)
+			at.Kind, at.Attribute, at.Value = KindAttribute, name, extract.TruncateUTF8(v.AsString(), 128)
 			return at, true
 		}
 	}
@@ -66,16 +67,13 @@ func (e *Explicit) Check(r *Record) (Reason, bool) {
 }
 
 // severity says whether the log record is at or above the minimum severity,
-// and whether its number, its text or only its body says so.
+// and whether its number or text, or only its body, says so.
 func (e *Explicit) severity(lr plog.LogRecord) (Kind, bool) {
-	if n := lr.SeverityNumber(); n != plog.SeverityNumberUnspecified {
-		return KindSeverity, n >= e.minSeverity
+	n, fromBody := severityOf(lr)
+	if fromBody {
+		return KindText, n >= e.minSeverity
 	}
-	if n, ok := LevelSeverity(lr.SeverityText()); ok {
-		return KindSeverity, n >= e.minSeverity
-	}
-	n, ok := BodySeverity(lr.Body())
-	return KindText, ok && n >= e.minSeverity
+	return KindSeverity, n >= e.minSeverity
 }
 
 // reportsFailure says whether an error attribute's value reports one: an
@@ -103,15 +101,4 @@ func reportsFailure(v pcommon.Value) bool {
 		return v.Bytes().Len() > 0
 	}
 	return false
-}
-
-// truncate cuts s to at most n bytes on a UTF-8 boundary.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n]
 }

@@ -87,3 +87,16 @@ func TestVerdictTravelsOnRecords(t *testing.T) {
 	_, present := attrs.Get(ReasonsAttr)
 	assert.False(t, present)
 }
+
+func TestNamesPlace(t *testing.T) {
+	attrs := logRecord(func(plog.LogRecord) {}).Attrs
+	assert.False(t, NamesPlace(attrs, "renderer", "render/finish"), "no verdict")
+	var v Verdict
+	v.Add(Reason{Kind: KindLatency, Service: "renderer", Stage: "render/finish"})
+	v.Annotate(attrs)
+	assert.True(t, NamesPlace(attrs, "renderer", "render/finish"))
+	assert.False(t, NamesPlace(attrs, "renderer", "render/start"))
+	var healthy Verdict
+	healthy.Annotate(attrs)
+	assert.False(t, NamesPlace(attrs, "renderer", "render/finish"), "a healthy request")
+}

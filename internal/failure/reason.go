@@ -227,6 +227,25 @@ func FromAttributes(attrs pcommon.Map) (v Verdict, ok bool) {
 	return v, true
 }
 
+// NamesPlace says whether the verdict on a record says its request failed
+// and names the record's place (service and stage) as the evidence. It reads
+// the attributes in place, for writers that ask it of every record.
+func NamesPlace(attrs pcommon.Map, service, stage string) bool {
+	if failed, ok := attrs.Get(VerdictAttr); !ok || failed.Type() != pcommon.ValueTypeBool || !failed.Bool() {
+		return false
+	}
+	reasons, ok := attrs.Get(ReasonsAttr)
+	if !ok || reasons.Type() != pcommon.ValueTypeSlice {
+		return false
+	}
+	for _, e := range reasons.Slice().All() {
+		if e.Type() == pcommon.ValueTypeMap && str(e.Map(), reasonService) == service && str(e.Map(), reasonStage) == stage {
+			return true
+		}
+	}
+	return false
+}
+
 func str(m pcommon.Map, k string) string {
 	if v, ok := m.Get(k); ok && v.Type() == pcommon.ValueTypeStr {
 		return v.Str()

@@ -11,17 +11,18 @@ import (
 // their fields sit at the start of a line, stack traces within its first lines.
 const maxScan = 4096
 
-// Severity is a log record's severity number: the number when set, else its
-// severity text's, else the one its body shows (BodySeverity).
-func Severity(lr plog.LogRecord) plog.SeverityNumber {
+// severityOf is a log record's severity number: the number when set, else
+// its severity text's, else the one its body shows (BodySeverity, and then
+// fromBody is true).
+func severityOf(lr plog.LogRecord) (n plog.SeverityNumber, fromBody bool) {
 	if n := lr.SeverityNumber(); n != plog.SeverityNumberUnspecified {
-		return n
+		return n, false
 	}
 	if n, ok := LevelSeverity(lr.SeverityText()); ok {
-		return n
+		return n, false
 	}
-	n, _ := BodySeverity(lr.Body())
-	return n
+	n, _ = BodySeverity(lr.Body())
+	return n, true
 }
 
 // BodySeverity reads a severity from a log body: a level field of a map body,

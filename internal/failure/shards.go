@@ -2,6 +2,7 @@ package failure
 
 import (
 	"hash/maphash"
+	"strings"
 	"sync"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
@@ -81,7 +82,5 @@ func (s *shardedLRU[V]) len() int {
 
 // cloneKey copies the key's strings: they outlive the record they were read from.
 func cloneKey(k placeKey) placeKey {
-	return placeKey{service: clone(k.service), stage: clone(k.stage), model: clone(k.model), span: k.span}
+	return placeKey{service: strings.Clone(k.service), stage: strings.Clone(k.stage), model: strings.Clone(k.model), span: k.span}
 }
-
-func clone(s string) string { return string([]byte(s)) }

@@ -35,7 +35,7 @@ func (c *compiled) extractBody(body pcommon.Value, attrs pcommon.Map, sc *scratc
 			return
 		}
 		if len(s) > c.cfg.Extract.MaxBodyBytes {
-			s = truncateUTF8(s, c.cfg.Extract.MaxBodyBytes)
+			s = extract.TruncateUTF8(s, c.cfg.Extract.MaxBodyBytes)
 			sc.oversized = true
 			t.sanitized[issueBodyTooLarge]++
 		}

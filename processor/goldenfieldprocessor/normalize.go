@@ -12,6 +12,7 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
+	"github.com/loom-otel/loom/internal/extract"
 	"github.com/loom-otel/loom/internal/golden"
 )
 
@@ -292,21 +293,10 @@ func (c *compiled) sanitize(v pcommon.Value, t *tally) {
 		t.sanitized[issueInvalidUTF8]++
 	}
 	if len(fixed) > c.cfg.Normalize.MaxValueBytes {
-		fixed = truncateUTF8(fixed, c.cfg.Normalize.MaxValueBytes)
+		fixed = extract.TruncateUTF8(fixed, c.cfg.Normalize.MaxValueBytes)
 		t.sanitized[issueValueTruncated]++
 	}
 	if fixed != s {
 		v.SetStr(fixed)
 	}
-}
-
-// truncateUTF8 cuts s to at most n bytes without splitting a character.
-func truncateUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }
