@@ -1,6 +1,8 @@
 package failure
 
 import (
+	"strings"
+
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -18,7 +20,8 @@ var DefaultErrorAttributes = []string{"error.type", "exception.type", "error_typ
 // Explicit finds the failures a record reports itself: a span with status
 // error or an exception event, a log record at or above MinSeverity (from its
 // number, its severity text or its body), an error attribute with a value that
-// says something failed, and the gpu receiver's failure records.
+// says something failed, the gpu receiver's failure records, and goldenfield's
+// mark on a record of a model_ver that lost fields (schema drift).
 type Explicit struct {
 	minSeverity plog.SeverityNumber
 	attributes  []string
@@ -62,6 +65,17 @@ func (e *Explicit) Check(r *Record) (Reason, bool) {
 			at.Kind, at.Attribute, at.Value = KindAttribute, name, extract.TruncateUTF8(v.AsString(), 128)
 			return at, true
 		}
+	}
+	if lost, ok := r.Attrs.Get(golden.DriftFieldsLost); ok && lost.Type() == pcommon.ValueTypeSlice && lost.Slice().Len() > 0 {
+		names := make([]string, lost.Slice().Len())
+		for i := range names {
+			names[i] = lost.Slice().At(i).AsString()
+		}
+		at.Kind, at.Attribute = KindSchemaDrift, extract.TruncateUTF8(strings.Join(names, ","), 128)
+		if old, ok := r.Attrs.Get(golden.DriftOldModelVer); ok {
+			at.Value = extract.TruncateUTF8(old.AsString(), 128)
+		}
+		return at, true
 	}
 	return Reason{}, false
 }

@@ -36,6 +36,10 @@ func TestExplicit(t *testing.T) {
 		"error_code 0":     {logRecord(func(l plog.LogRecord) { l.Attributes().PutInt("error_code", 0) }), 0},
 		"error_code \"0\"": {logRecord(func(l plog.LogRecord) { l.Attributes().PutStr("error_code", "0") }), 0},
 		"error none":       {logRecord(func(l plog.LogRecord) { l.Attributes().PutStr("error", "none") }), 0},
+		"schema drift mark": {logRecord(func(l plog.LogRecord) {
+			l.Attributes().PutEmptySlice(golden.DriftFieldsLost).AppendEmpty().SetStr("digest")
+		}), KindSchemaDrift},
+		"empty drift mark": {logRecord(func(l plog.LogRecord) { l.Attributes().PutEmptySlice(golden.DriftFieldsLost) }), 0},
 		"gpu failure": {logRecord(func(l plog.LogRecord) {
 			l.SetSeverityNumber(plog.SeverityNumberError)
 			l.SetEventName("gpu.ioctl.failed")
@@ -48,6 +52,18 @@ func TestExplicit(t *testing.T) {
 		assert.Equal(t, tc.want != 0, ok, name)
 		assert.Equal(t, tc.want, r.Kind, name)
 	}
+}
+
+func TestSchemaDriftReason(t *testing.T) {
+	r, ok := NewExplicit(plog.SeverityNumberError, nil).Check(logRecord(func(l plog.LogRecord) {
+		lost := l.Attributes().PutEmptySlice(golden.DriftFieldsLost)
+		lost.AppendEmpty().SetStr("segment_map")
+		lost.AppendEmpty().SetStr("digest")
+		l.Attributes().PutStr(golden.DriftOldModelVer, "phi3-v3.1")
+	}))
+	assert.True(t, ok)
+	assert.Equal(t, KindSchemaDrift, r.Kind)
+	assert.Equal(t, "schema_drift: segment_map,digest: missing since model_ver phi3-v3.1", r.String())
 }
 
 func TestExplicitConfiguredAttributes(t *testing.T) {

@@ -45,11 +45,14 @@ const (
 	// KindValueDrift: an outcome attribute took a value that is rare in its
 	// baseline and surging now, or stopped being written.
 	KindValueDrift
+	// KindSchemaDrift: the record's model_ver stopped writing fields its
+	// predecessor's records nearly always carried (goldenfield's schema drift).
+	KindSchemaDrift
 	numKinds
 )
 
 var kindNames = [numKinds]string{"", "error_status", "exception", "error_severity", "error_text", "error_attribute", "gpu",
-	"condition", "latency", "value_drift"}
+	"condition", "latency", "value_drift", "schema_drift"}
 
 func (k Kind) String() string {
 	if k < numKinds && k > 0 {
@@ -85,7 +88,7 @@ func (r Reason) String() string {
 	b.WriteString(": ")
 	if r.Attribute != "" {
 		b.WriteString(r.Attribute)
-		if r.Value != "" {
+		if r.Value != "" && r.Kind != KindSchemaDrift {
 			b.WriteByte('=')
 			b.WriteString(r.Value)
 		}
@@ -98,14 +101,17 @@ func (r Reason) String() string {
 			b.WriteString(" (" + r.Service + ")")
 		}
 	}
+	line := strings.TrimSpace(b.String())
 	switch r.Kind {
 	case KindValueDrift:
-		b.WriteString(": " + percent(r.Baseline) + " of the baseline, " + percent(r.Current) + " now")
+		line += ": " + percent(r.Baseline) + " of the baseline, " + percent(r.Current) + " now"
 	case KindLatency:
-		b.WriteString(": " + strconv.FormatFloat(r.Current, 'f', 1, 64) + " ms, usually under " +
-			strconv.FormatFloat(r.Baseline, 'f', 1, 64) + " ms")
+		line += ": " + strconv.FormatFloat(r.Current, 'f', 1, 64) + " ms, usually under " +
+			strconv.FormatFloat(r.Baseline, 'f', 1, 64) + " ms"
+	case KindSchemaDrift:
+		line += ": missing since model_ver " + r.Value
 	}
-	return strings.TrimSpace(b.String())
+	return line
 }
 
 func percent(share float64) string { return strconv.FormatFloat(100*share, 'f', 1, 64) + "%" }

@@ -14,10 +14,10 @@ const (
 	InvalidAttr = "golden.invalid"
 )
 
-// IsOutcomeAttr reports whether k is one of the validation outcome attributes,
-// which describe a record rather than belong to it.
+// IsOutcomeAttr reports whether k is one of the validation outcome attributes
+// or a record's schema drift mark, which describe a record rather than belong to it.
 func IsOutcomeAttr(k string) bool {
-	return k == ValidAttr || k == MissingAttr || k == InvalidAttr
+	return k == ValidAttr || k == MissingAttr || k == InvalidAttr || k == DriftFieldsLost || k == DriftOldModelVer
 }
 
 // Schema drift events: a log record with event name SchemaDriftEvent reports that
@@ -36,6 +36,10 @@ const (
 	DriftOldRecords = "schema.drift.old_records"
 	DriftNewRecords = "schema.drift.new_records"
 )
+
+// A record of a drifted model_ver that lacks fields its predecessor's records
+// nearly always carried is marked with DriftFieldsLost (the fields it lacks)
+// and DriftOldModelVer: it is evidence that its request failed (failure.KindSchemaDrift).
 
 // Filled records that a later component gave the record a required field it
 // lacked (reqidstitch filling req_id): the field leaves golden.missing, and

@@ -42,8 +42,16 @@ type series struct {
 	index     map[string]int // field -> position in names and counts
 	names     []string
 	counts    []uint64
-	reported  bool // this version's drift has been reported
+	reported  bool      // this version's drift has been reported
+	drifted   driftMark // what its drift lost; set once reported
 	evicted   bool
+}
+
+// driftMark is what a record of a drifted version is checked against: the
+// fields its version lost and the version that carried them.
+type driftMark struct {
+	oldVersion string
+	lost       []string
 }
 
 func (s *series) rate(field string) float64 {
@@ -128,9 +136,10 @@ func (t *driftTracker) attachLogs() (detach func()) {
 }
 
 // observe counts the fields of one record of version in the lineage key. It
-// returns the number of series evicted and, when this record completes the
-// evidence of a drift, the event (also queued for the logs pipeline).
-func (t *driftTracker) observe(key lineageKey, version string, attrs pcommon.Map, at time.Time) (evicted int, event *driftEvent) {
+// returns the number of series evicted, when this record completes the
+// evidence of a drift, the event (also queued for the logs pipeline), and,
+// once its version has drifted, the mark to check the record against.
+func (t *driftTracker) observe(key lineageKey, version string, attrs pcommon.Map, at time.Time) (evicted int, event *driftEvent, mark driftMark) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s, evicted := t.series(key, version, at)
@@ -149,14 +158,21 @@ func (t *driftTracker) observe(key lineageKey, version string, attrs pcommon.Map
 		}
 		return true
 	})
-	if s.reported || s.prev == nil || s.prev.evicted || s.records%uint64(t.cfg.MinRecords) != 0 || s.prev.records < uint64(t.cfg.MinRecords) {
-		return evicted, nil
+	if s.reported {
+		return evicted, nil, s.drifted
+	}
+	if s.prev == nil || s.prev.evicted || s.records%uint64(t.cfg.MinRecords) != 0 || s.prev.records < uint64(t.cfg.MinRecords) {
+		return evicted, nil, driftMark{}
 	}
 	event = t.compare(s.prev, s, at)
 	if event != nil {
 		s.reported = true
+		s.drifted.oldVersion = event.oldVersion
+		for _, f := range event.lost {
+			s.drifted.lost = append(s.drifted.lost, f.name)
+		}
 		if !t.firstReport(event) {
-			return evicted, nil
+			return evicted, nil, s.drifted
 		}
 		if t.logsConsumers > 0 {
 			if len(t.pending) == maxPendingDrift {
@@ -165,7 +181,26 @@ func (t *driftTracker) observe(key lineageKey, version string, attrs pcommon.Map
 			t.pending = append(t.pending, *event)
 		}
 	}
-	return evicted, event
+	return evicted, event, s.drifted
+}
+
+// apply marks attrs with the lost fields it lacks.
+func (m driftMark) apply(attrs pcommon.Map) {
+	var lacks []string
+	for _, f := range m.lost {
+		if _, ok := attrs.Get(f); !ok {
+			lacks = append(lacks, f)
+		}
+	}
+	if len(lacks) == 0 {
+		return
+	}
+	s := attrs.PutEmptySlice(golden.DriftFieldsLost)
+	s.EnsureCapacity(len(lacks))
+	for _, f := range lacks {
+		s.AppendEmpty().SetStr(f)
+	}
+	attrs.PutStr(golden.DriftOldModelVer, m.oldVersion)
 }
 
 // series finds or creates the series of version in lineage key.

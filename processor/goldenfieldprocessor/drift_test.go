@@ -53,7 +53,7 @@ func TestSchemaDriftS1(t *testing.T) {
 	require.NoError(t, err)
 
 	var drift []plog.LogRecord
-	emptyBeforeDrift := 0
+	emptyBeforeDrift, marked, upgradedAfterDrift := 0, 0, 0
 	for batch := 0; batch < 60; batch++ { // 600 requests, 10 per batch
 		var recs []rec
 		for i := batch * 10; i < batch*10+10; i++ {
@@ -67,6 +67,16 @@ func TestSchemaDriftS1(t *testing.T) {
 				drift = append(drift, lr)
 			case lr.Attributes().AsRaw()["filter_reason"] == "empty_after_dedup" && len(drift) == 0:
 				emptyBeforeDrift++
+			}
+			a := lr.Attributes().AsRaw()
+			if a[golden.ModelVer] == "llama3-8b-v2.3.2" && len(drift) > 0 {
+				upgradedAfterDrift++
+			}
+			if _, ok := a[golden.DriftFieldsLost]; ok {
+				marked++
+				assert.Equal(t, []any{"raw_output_hash"}, a[golden.DriftFieldsLost])
+				assert.Equal(t, "llama3-8b-v2.3.1", a[golden.DriftOldModelVer])
+				assert.Equal(t, "llama3-8b-v2.3.2", a[golden.ModelVer], "only the drifted version's records are marked")
 			}
 		}
 	}
@@ -87,6 +97,10 @@ func TestSchemaDriftS1(t *testing.T) {
 	t.Logf("empty outputs before the drift record: %d", emptyBeforeDrift)
 	assert.LessOrEqual(t, emptyBeforeDrift, 10)
 	assert.Greater(t, emptyBeforeDrift, 0)
+	// From the record that completes the evidence on, every record of the
+	// upgraded version says what it lost: its request's failure reason.
+	assert.Greater(t, upgradedAfterDrift, 50)
+	assert.Equal(t, upgradedAfterDrift+1, marked)
 
 	metadatatest.AssertEqualProcessorGoldenfieldDriftEvents(t, tel, []metricdata.DataPoint[int64]{
 		{Value: 1, Attributes: attribute.NewSet(attribute.String("service", "model"))},
@@ -102,7 +116,7 @@ func TestDriftTracker(t *testing.T) {
 		m := pcommon.NewMap()
 		require.NoError(t, m.FromRaw(attrs))
 		for range n {
-			if _, e := tr.observe(key, version, m, at); e != nil {
+			if _, e, _ := tr.observe(key, version, m, at); e != nil {
 				events = append(events, e)
 			}
 		}
@@ -144,7 +158,7 @@ func TestDriftTracker(t *testing.T) {
 		evicted := 0
 		m := pcommon.NewMap()
 		for i := range 10 {
-			n, _ := tr.observe(lineageKey{signalLogs, "svc", fmt.Sprint(i), ""}, "v", m, at)
+			n, _, _ := tr.observe(lineageKey{signalLogs, "svc", fmt.Sprint(i), ""}, "v", m, at)
 			evicted += n
 		}
 		assert.Equal(t, 7, evicted)

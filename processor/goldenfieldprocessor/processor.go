@@ -167,12 +167,13 @@ func (p *goldenProcessor) observeDrift(r *recordView, signal string, at time.Tim
 	}
 	stage, _ := r.attrs.Get(golden.Stage)
 	key := lineageKey{signal: signal, service: serviceLabel(r.service), stage: stage.Str(), family: golden.ModelFamily(ver.Str())}
-	evicted, event := p.tracker.observe(key, ver.Str(), r.attrs, at)
+	evicted, event, mark := p.tracker.observe(key, ver.Str(), r.attrs, at)
 	t.evicted += int64(evicted)
 	if event != nil {
 		t.drifts = append(t.drifts, event.key.service)
 		p.logger.Info("Schema drift detected", zap.String("summary", event.summary()))
 	}
+	mark.apply(r.attrs)
 }
 
 // finish tags the record with its outcome, counts it and says whether to drop it.
