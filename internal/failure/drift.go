@@ -69,6 +69,10 @@ type Drift struct {
 // blockRecords is how many records of a place join its baseline at once.
 const blockRecords = 128
 
+// risingEvidence is how many records of a value at the rare bound a baseline
+// must hold before a native value rising above it is discounted.
+const risingEvidence = 25
+
 type driftPlace struct {
 	key placeKey
 	// wr is the recent weight of the next record; n counts the place's records.
@@ -112,6 +116,9 @@ type driftValue struct {
 	// order ranks a number's magnitude (0 for zero, higher for larger
 	// magnitudes); noOrder for words, booleans and absence.
 	order int
+	// native marks a value seen before the place's first block joined its
+	// baseline: part of the place's mix from its first records on.
+	native bool
 }
 
 const noOrder = math.MinInt
@@ -187,7 +194,7 @@ func (d *Drift) observe(p *driftPlace, attrs pcommon.Map, notes []Candidate, max
 				a.values = nil
 				continue
 			}
-			dv = &driftValue{value: string(value), order: order}
+			dv = &driftValue{value: string(value), order: order, native: p.n.b == 0}
 			a.values = append(a.values, dv)
 		}
 		notes = d.count(p, a, dv, judged, notes, maxNotes)
@@ -262,9 +269,16 @@ func (d *Drift) joinBlock(p *driftPlace) {
 // rising says whether a rare value's recent share is at least three times its
 // baseline share: a surge may be starting, and its records must not become
 // the baseline it is judged against before it is visible. Chance lifts a
-// stationary rare value there now and then, which biases its baseline little.
+// stationary rare value there now and then, which biases its baseline
+// little. A native value is judged so only once the baseline holds
+// risingEvidence records of a value at the rare bound: a thinner one
+// undercounts a common minority by chance often enough that discounting it
+// would feed itself and pin a stationary value as surging.
 func (d *Drift) rising(p *driftPlace, dv *driftValue) bool {
 	if p.n.b < d.cfg.MinBaseline || dv.c.b >= d.cfg.RareShare*p.n.b {
+		return false
+	}
+	if dv.native && p.n.b*d.cfg.RareShare < risingEvidence {
 		return false
 	}
 	recent, n := dv.c.r/p.wr, p.n.r/p.wr
