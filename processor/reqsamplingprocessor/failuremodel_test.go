@@ -77,16 +77,23 @@ type modelScore struct {
 	loud, loudWhole, silent, silentWhole int
 }
 
-func runModelCase(tb testing.TB, c modelCase) modelScore {
+// runModelCase replays the case to the shipped config as one gateway and, side
+// by side, as two gateways behind a req_id-routing load balancer.
+func runModelCase(tb testing.TB, c modelCase) (one, two modelScore) {
 	r := &replay{gen: c.source(tb), stitch: true, every: 10 * time.Millisecond, batchEvery: 200 * time.Millisecond}
-	v := &variant{name: "shipped", cfg: shippedConfig(tb)}
-	r.run(tb, modelRequests, []*variant{v})
-	ms := modelScore{scorecard: score(r.truths, v.kept)}
-	for _, tr := range r.truths {
+	single := &variant{name: "shipped", cfg: shippedConfig(tb)}
+	pair := &variant{name: "shipped, two gateways", cfg: shippedConfig(tb), gateways: 2}
+	r.run(tb, modelRequests, []*variant{single, pair})
+	return scoreModel(r.truths, single.kept), scoreModel(r.truths, pair.kept)
+}
+
+func scoreModel(truths []workload.Truth, kept *counter) modelScore {
+	ms := modelScore{scorecard: score(truths, kept)}
+	for _, tr := range truths {
 		if !tr.Failed {
 			continue
 		}
-		whole := v.kept.byReqID[tr.ReqID] == tr.Spans+tr.Logs+tr.TracedLogs
+		whole := kept.byReqID[tr.ReqID] == tr.Spans+tr.Logs+tr.TracedLogs
 		if tr.Silent {
 			ms.silent++
 			ms.silentWhole += b2i(whole)
@@ -112,33 +119,40 @@ func pct(n, of int) string {
 	return fmt.Sprintf("%.2f%%", 100*float64(n)/float64(of))
 }
 
-func writeModelRow(w io.Writer, c modelCase, ms modelScore) {
-	fmt.Fprintf(w, "%-8s %-10s %8d %9s %9s %9s %9.2f%% %8.3f× %8d\n", c.family, c.scenario, ms.failing,
+func writeModelRow(w io.Writer, c modelCase, ms, two modelScore) {
+	fmt.Fprintf(w, "%-8s %-10s %8d %9s %9s %9s %9.2f%% %8.3f× %8d %11s %9.3f×\n", c.family, c.scenario, ms.failing,
 		pct(ms.loudWhole, ms.loud), pct(ms.silentWhole, ms.silent), pct(ms.failingComplete, ms.failing),
-		ms.healthyRate(), ms.volume(), ms.partial)
+		ms.healthyRate(), ms.volume(), ms.partial, pct(two.failingComplete, two.failing), two.volume())
 }
 
 func writeModelHeader(w io.Writer) {
 	fmt.Fprintf(w, "\nfailure model: distribution/config.yaml's reqsampling after goldenfield and reqidstitch, %d requests per case\n", modelRequests)
-	fmt.Fprintf(w, "%-8s %-10s %8s %9s %9s %9s %10s %9s %8s\n", "family", "scenario", "failing", "loud", "silent", "all",
-		"healthy", "volume", "partial")
+	fmt.Fprintf(w, "%-8s %-10s %8s %9s %9s %9s %10s %9s %8s %11s %10s\n", "family", "scenario", "failing", "loud", "silent", "all",
+		"healthy", "volume", "partial", "all (2 gw)", "vol (2 gw)")
 }
 
 // TestShippedConfigOnBothFamilies scores the shipped default config on every
 // incident of both workload families: failing requests kept whole, loud and
 // silent apart, healthy kept share and volume ÷ the oracle's (every failing
-// request whole and 1% of the healthy ones).
+// request whole and 1% of the healthy ones); and the same as two gateways,
+// each learning only from the requests routed to it.
 func TestShippedConfigOnBothFamilies(t *testing.T) {
 	writeModelHeader(os.Stdout)
 	for _, c := range modelCases() {
-		ms := runModelCase(t, c)
-		writeModelRow(os.Stdout, c, ms)
-		assert.Zero(t, ms.partial, "%s/%s: no request kept in part", c.family, c.scenario)
-		if ms.failing == 0 {
-			assert.Less(t, ms.healthyRate(), 2.0, "%s/%s: healthy traffic near the 1%% base rate", c.family, c.scenario)
-			continue
+		one, two := runModelCase(t, c)
+		writeModelRow(os.Stdout, c, one, two)
+		for _, s := range []struct {
+			setup string
+			ms    modelScore
+		}{{"one gateway", one}, {"two gateways", two}} {
+			ms := s.ms
+			assert.Zero(t, ms.partial, "%s/%s, %s: no request kept in part", c.family, c.scenario, s.setup)
+			if ms.failing == 0 {
+				assert.Less(t, ms.healthyRate(), 2.0, "%s/%s, %s: healthy traffic near the 1%% base rate", c.family, c.scenario, s.setup)
+				continue
+			}
+			assert.GreaterOrEqual(t, ms.failingKept(), 99.0, "%s/%s, %s: failing requests kept whole", c.family, c.scenario, s.setup)
+			assert.LessOrEqual(t, ms.volume(), 1.2, "%s/%s, %s: volume ÷ oracle", c.family, c.scenario, s.setup)
 		}
-		assert.GreaterOrEqual(t, ms.failingKept(), 99.0, "%s/%s: failing requests kept whole", c.family, c.scenario)
-		assert.LessOrEqual(t, ms.volume(), 1.2, "%s/%s: volume ÷ oracle", c.family, c.scenario)
 	}
 }

@@ -2,6 +2,8 @@ package reqsamplingprocessor
 
 import (
 	"context"
+	"hash/fnv"
+	"slices"
 	"testing"
 	"time"
 
@@ -94,9 +96,53 @@ func (c *counter) ConsumeTraces(_ context.Context, td ptrace.Traces) error {
 type variant struct {
 	name string
 	cfg  *Config
-	h    *harness
-	kept *counter
-	heat HeatMap
+	// gateways, when above 1, replays the variant as that many collectors
+	// behind a req_id-routing load balancer: each its own sampler, learning
+	// from the requests routed to it, all exporting to kept.
+	gateways int
+	hs       []*harness
+	kept     *counter
+	// decisions counts the decided requests of every gateway by policy.
+	decisions map[string]DecisionCount
+}
+
+// gateway is the index of the collector a req_id-routing load balancer sends
+// the record to; records without one go to the first.
+func gateway(attrs pcommon.Map, gateways int) int {
+	id := reqIDOf(attrs)
+	if id == "" {
+		return 0
+	}
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	return int(h.Sum32() % uint32(gateways))
+}
+
+// routedLogs and routedTraces are the part of a batch that gateway g of n receives.
+func routedLogs(ld plog.Logs, g, n int) plog.Logs {
+	cp := plog.NewLogs()
+	ld.CopyTo(cp)
+	if n > 1 {
+		for _, rl := range cp.ResourceLogs().All() {
+			for _, sl := range rl.ScopeLogs().All() {
+				sl.LogRecords().RemoveIf(func(lr plog.LogRecord) bool { return gateway(lr.Attributes(), n) != g })
+			}
+		}
+	}
+	return cp
+}
+
+func routedTraces(td ptrace.Traces, g, n int) ptrace.Traces {
+	cp := ptrace.NewTraces()
+	td.CopyTo(cp)
+	if n > 1 {
+		for _, rs := range cp.ResourceSpans().All() {
+			for _, ss := range rs.ScopeSpans().All() {
+				ss.Spans().RemoveIf(func(s ptrace.Span) bool { return gateway(s.Attributes(), n) != g })
+			}
+		}
+	}
+	return cp
 }
 
 // replay sends generated traffic through the real goldenfield processor and
@@ -123,7 +169,12 @@ func (r *replay) run(tb testing.TB, n int, variants []*variant) {
 	chain := newGoldenChain(tb, goldenLogs, goldenTraces, r.stitch)
 	for _, v := range variants {
 		v.kept = newCounter()
-		v.h = newHarnessTo(tb, v.cfg, v.kept)
+		v.hs = nil
+		for range max(v.gateways, 1) {
+			cfg := *v.cfg
+			cfg.options = slices.Clone(cfg.options)
+			v.hs = append(v.hs, newHarnessTo(tb, &cfg, v.kept))
+		}
 	}
 	var batch []*workload.Request
 	flush := func(now time.Time) {
@@ -132,18 +183,16 @@ func (r *replay) run(tb testing.TB, n int, variants []*variant) {
 		require.NoError(tb, chain.traces.ConsumeTraces(context.Background(), td))
 		require.NoError(tb, chain.logs.ConsumeLogs(context.Background(), ld))
 		for _, v := range variants {
-			for _, ld := range goldenLogs.AllLogs() {
-				cp := plog.NewLogs()
-				ld.CopyTo(cp)
-				require.NoError(tb, v.h.logs.ConsumeLogs(context.Background(), cp))
+			for g, h := range v.hs {
+				for _, ld := range goldenLogs.AllLogs() {
+					require.NoError(tb, h.logs.ConsumeLogs(context.Background(), routedLogs(ld, g, len(v.hs))))
+				}
+				for _, td := range goldenTraces.AllTraces() {
+					require.NoError(tb, h.traces.ConsumeTraces(context.Background(), routedTraces(td, g, len(v.hs))))
+				}
+				h.clock.set(now)
+				h.tick()
 			}
-			for _, td := range goldenTraces.AllTraces() {
-				cp := ptrace.NewTraces()
-				td.CopyTo(cp)
-				require.NoError(tb, v.h.traces.ConsumeTraces(context.Background(), cp))
-			}
-			v.h.clock.set(now)
-			v.h.tick()
 		}
 		goldenLogs.Reset()
 		goldenTraces.Reset()
@@ -162,8 +211,16 @@ func (r *replay) run(tb testing.TB, n int, variants []*variant) {
 	flush(next)
 	// Let every request wait its decision_wait, as a running collector would.
 	for _, v := range variants {
-		v.h.wait(v.cfg.DecisionWait)
-		v.heat = v.h.heatMap()
-		v.h.shutdown()
+		v.decisions = map[string]DecisionCount{}
+		for _, h := range v.hs {
+			h.wait(v.cfg.DecisionWait)
+			for policy, c := range h.heatMap().Decisions {
+				sum := v.decisions[policy]
+				sum.Kept += c.Kept
+				sum.Dropped += c.Dropped
+				v.decisions[policy] = sum
+			}
+			h.shutdown()
+		}
 	}
 }

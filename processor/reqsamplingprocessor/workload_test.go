@@ -100,7 +100,7 @@ func TestWorkloadS1S2S3(t *testing.T) {
 	r.run(t, 6000, []*variant{v})
 	sc := score(r.truths, v.kept)
 	t.Logf("%d requests, %d failing: %.2f%% kept whole; healthy kept %.2f%%; volume %.2f× the oracle; decisions %v",
-		sc.requests, sc.failing, sc.failingKept(), sc.healthyRate(), sc.volume(), v.heat.Decisions)
+		sc.requests, sc.failing, sc.failingKept(), sc.healthyRate(), sc.volume(), v.decisions)
 	assert.Equal(t, sc.failing, sc.failingComplete, "every failing request kept whole")
 	assert.Zero(t, sc.partial, "no request kept in part")
 	assert.InDelta(t, 1, sc.healthyRate(), 1, "healthy requests at about the 1% base rate")
