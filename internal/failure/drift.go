@@ -49,10 +49,13 @@ type DriftConfig struct {
 //
 // The baseline lags: a place's records are counted in a block of
 // blockRecords and the block joins the baseline when it is full, so a surge
-// is judged against the traffic before it. Rare values on the rise when their
-// block joins enter the baseline at a sixteenth of their weight, so that a
-// failing minority stays abnormal while it lasts, and a change that takes
-// over most of a place becomes its new normal.
+// is judged against the traffic before it. The first block joins as soon as
+// it holds MinBaseline records: a place that is a small share of the traffic
+// (or of one gateway's) has a baseline before an early incident fills it.
+// Rare values on the rise when their block joins enter the baseline at a
+// sixteenth of their weight, so that a failing minority stays abnormal while
+// it lasts, and a change that takes over most of a place becomes its new
+// normal.
 //
 // Check runs as records arrive and notes their rare values; Confirm judges
 // the notes when the request is decided, by which time a surge that began
@@ -209,7 +212,7 @@ func (d *Drift) observe(p *driftPlace, attrs pcommon.Map, notes []Candidate, max
 	if p.wr > rescaleAt {
 		p.rescale()
 	}
-	if p.seq%blockRecords == 0 {
+	if p.seq%blockRecords == 0 || p.n.b == 0 && float64(p.seq) >= d.cfg.MinBaseline {
 		d.joinBlock(p)
 	}
 	return notes

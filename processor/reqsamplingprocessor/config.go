@@ -160,7 +160,7 @@ type ValueDriftConfig struct {
 	// the recent window, in records of the place [20000, 400].
 	BaselineRecords float64 `mapstructure:"baseline_records"`
 	RecentRecords   float64 `mapstructure:"recent_records"`
-	// MinBaseline: records a place needs before its values are judged [200].
+	// MinBaseline: records a place needs before its values are judged [48].
 	MinBaseline float64 `mapstructure:"min_baseline"`
 	// MaxPlaces [2000], MaxAttributes per place [64], MaxValues per attribute
 	// [24]: an attribute with more values is not an outcome.

@@ -57,6 +57,7 @@ func effectivenessVariants() []*variant {
 		{name: "uniform 1%", cfg: uniform},
 		{name: "configured prefixes 00-09", cfg: prefixes},
 		{name: "learning (defaults+condition)", cfg: withEmptyOutput()},
+		{name: "learning, two gateways", cfg: withEmptyOutput(), gateways: 2},
 	}
 }
 
@@ -106,14 +107,20 @@ func BenchmarkEffectiveness(b *testing.B) {
 }
 
 // Half the benchmark's run holds learning to the goals, warm-up included: at
-// least 99.7% of the failing requests kept whole, at most 1.2× the oracle
-// volume (the failure model's goal).
+// least 99.7% of the failing requests kept whole (99% on two gateways, each
+// learning from the requests routed to it), at most 1.2× the oracle volume
+// (the failure model's goal).
 func TestEffectiveness(t *testing.T) {
 	truths, variants := runEffectiveness(t, effectivenessRequests/2)
 	writeEffectiveness(os.Stdout, truths, variants)
-	uniform, learning := score(truths, variants[0].kept), score(truths, variants[2].kept)
+	uniform := score(truths, variants[0].kept)
 	assert.Less(t, uniform.failingKept(), 3.0)
-	assert.GreaterOrEqual(t, learning.failingKept(), 99.7)
-	assert.LessOrEqual(t, learning.volume(), 1.2)
-	assert.Zero(t, learning.partial)
+	// Each of two gateways sees half of every input's requests, so a hot
+	// input takes twice the traffic to learn: 99.46% measured.
+	for v, kept := range map[*variant]float64{variants[2]: 99.7, variants[3]: 99.0} {
+		learning := score(truths, v.kept)
+		assert.GreaterOrEqual(t, learning.failingKept(), kept, v.name)
+		assert.LessOrEqual(t, learning.volume(), 1.2, v.name)
+		assert.Zero(t, learning.partial, v.name)
+	}
 }

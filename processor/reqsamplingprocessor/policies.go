@@ -165,7 +165,7 @@ func newValueDrift(name string, c *ValueDriftConfig, deps policyDeps) (policy.Ev
 		MinCount:        cmpOr(c.MinCount, 4),
 		BaselineRecords: cmpOr(c.BaselineRecords, 20000),
 		RecentRecords:   cmpOr(c.RecentRecords, 400),
-		MinBaseline:     cmpOr(c.MinBaseline, 100),
+		MinBaseline:     cmpOr(c.MinBaseline, 48),
 		MaxPlaces:       cmpOr(c.MaxPlaces, 2000),
 		MaxAttributes:   cmpOr(c.MaxAttributes, 64),
 		MaxValues:       cmpOr(c.MaxValues, 24),
