@@ -73,7 +73,7 @@ type Drift struct {
 const blockRecords = 128
 
 // risingEvidence is how many records of a value at the rare bound a baseline
-// must hold before a native value rising above it is discounted.
+// must hold before a native value near the bound may rise.
 const risingEvidence = 25
 
 type driftPlace struct {
@@ -119,8 +119,8 @@ type driftValue struct {
 	// order ranks a number's magnitude (0 for zero, higher for larger
 	// magnitudes); noOrder for words, booleans and absence.
 	order int
-	// native marks a value seen before the place's first block joined its
-	// baseline: part of the place's mix from its first records on.
+	// native marks a value seen in the place's first blockRecords records:
+	// part of its mix from the start, as far as a thin baseline can tell.
 	native bool
 }
 
@@ -197,7 +197,7 @@ func (d *Drift) observe(p *driftPlace, attrs pcommon.Map, notes []Candidate, max
 				a.values = nil
 				continue
 			}
-			dv = &driftValue{value: string(value), order: order, native: p.n.b == 0}
+			dv = &driftValue{value: string(value), order: order, native: p.seq <= blockRecords}
 			a.values = append(a.values, dv)
 		}
 		notes = d.count(p, a, dv, judged, notes, maxNotes)
@@ -271,20 +271,22 @@ func (d *Drift) joinBlock(p *driftPlace) {
 
 // rising says whether a rare value's recent share is at least three times its
 // baseline share: a surge may be starting, and its records must not become
-// the baseline it is judged against before it is visible. Chance lifts a
-// stationary rare value there now and then, which biases its baseline
-// little. A native value is judged so only once the baseline holds
-// risingEvidence records of a value at the rare bound: a thinner one
-// undercounts a common minority by chance often enough that discounting it
-// would feed itself and pin a stationary value as surging.
+// the baseline it is judged against before it is visible. A native value in
+// a baseline that does not yet hold risingEvidence records of a value at the
+// rare bound rises only when its recent share is well above the bound: a
+// thin baseline undercounts a common minority by chance often enough that
+// discounting it would lower its baseline further, feed itself, and pin a
+// stationary value as surging for good. Once it holds them, chance lifts a
+// stationary rare value to three times its share now and then, which biases
+// its baseline little.
 func (d *Drift) rising(p *driftPlace, dv *driftValue) bool {
 	if p.n.b < d.cfg.MinBaseline || dv.c.b >= d.cfg.RareShare*p.n.b {
 		return false
 	}
-	if dv.native && p.n.b*d.cfg.RareShare < risingEvidence {
+	recent, n := dv.c.r/p.wr, p.n.r/p.wr
+	if dv.native && p.n.b*d.cfg.RareShare < risingEvidence && recent < 2*d.cfg.RareShare*n {
 		return false
 	}
-	recent, n := dv.c.r/p.wr, p.n.r/p.wr
 	return recent >= 3 && recent >= 3*max(dv.c.b/p.n.b, 0.5/p.n.b)*n
 }
 

@@ -138,11 +138,11 @@ func TestFailureModelOnTheFoundryFamily(t *testing.T) {
 	if found < stored*99/100 {
 		t.Errorf("the graph marks %d of the %d failing requests it holds, want at least 99%%", found, stored)
 	}
-	// Precision is 0.97 in most runs and 0.66 in some, where a numeric
-	// bucket near the rare threshold is read as surging (the closing note of
-	// this change): held at 0.5 until that is understood.
-	if healthy.falseMarks > found {
-		t.Errorf("%d healthy requests marked failing beside %d failing ones: precision under 0.5", healthy.falseMarks, found)
+	// Precision was 1.000 in seven runs here; it was 0.63–0.70 in about one
+	// run in four while a common minority of the decode place (5% of it)
+	// could be pinned as surging by a thin early baseline.
+	if healthy.falseMarks*19 > found {
+		t.Errorf("%d healthy requests marked failing beside %d failing ones: precision under 0.95", healthy.falseMarks, found)
 	}
 }
 
