@@ -12,12 +12,16 @@ const (
 	// InvalidAttr lists the fields whose values break their format or type, and the
 	// custom rules (as "rule:<name>") the record breaks.
 	InvalidAttr = "golden.invalid"
+	// DerivedAttr lists the golden fields a record did not carry and was
+	// given from its request's other records (reqidstitch).
+	DerivedAttr = "golden.derived"
 )
 
-// IsOutcomeAttr reports whether k is one of the validation outcome attributes
-// or a record's schema drift mark, which describe a record rather than belong to it.
+// IsOutcomeAttr reports whether k is one of the validation outcome attributes,
+// a record's schema drift mark or its list of derived fields, which describe a
+// record rather than belong to it.
 func IsOutcomeAttr(k string) bool {
-	return k == ValidAttr || k == MissingAttr || k == InvalidAttr || k == DriftFieldsLost || k == DriftOldModelVer
+	return k == ValidAttr || k == MissingAttr || k == InvalidAttr || k == DerivedAttr || k == DriftFieldsLost || k == DriftOldModelVer
 }
 
 // Schema drift events: a log record with event name SchemaDriftEvent reports that

@@ -73,6 +73,7 @@ func (s *stitcher) stitchLog(o origin, rl plog.ResourceLogs, sl plog.ScopeLogs, 
 	default:
 		return false
 	}
+	s.carry(r, attrs)
 	s.markDetached(r, lr.TraceID(), attrs)
 	return false
 }
@@ -229,6 +230,7 @@ func (s *stitcher) stitchSpan(o origin, span ptrace.Span, r *request, event gold
 		s.tally.filled[filledReqID]++
 		s.observeSpan(o, span, r, event)
 	}
+	s.carry(r, attrs)
 	if s.markDetached(r, span.TraceID(), attrs) {
 		link := span.Links().AppendEmpty()
 		link.SetTraceID(r.primaryTrace())

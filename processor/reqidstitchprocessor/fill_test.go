@@ -214,3 +214,44 @@ func TestUnusableTraceIDs(t *testing.T) {
 	h.consumeTraces(tracesOf(rec{service: "x", trace: pcommon.TraceID{}, span: spanID(1), at: t0, end: t0}))
 	require.Len(t, h.outSpans(), 1, "a span without trace id and req_id passes")
 }
+
+// The input and model some records of a request name reach its records that
+// lack them, marked as derived; a model the records disagree on does not.
+func TestRequestContextCarriesInputAndModel(t *testing.T) {
+	h := newHarness(t, nil)
+	named := func(id, model string) map[string]any {
+		attrs := reqIDAttr(id)
+		attrs[golden.InputHash] = "9f86d081"
+		attrs[golden.ModelVer] = model
+		return attrs
+	}
+	plain := func(id string) rec {
+		return rec{service: "worker", at: t0.Add(time.Second), name: "persist failed",
+			attrs: map[string]any{golden.ReqID: id, golden.ValidAttr: false, golden.MissingAttr: []any{golden.ModelVer}}}
+	}
+	rootB := rootA
+	rootB.trace, rootB.span, rootB.attrs = traceID(2), spanID(3), reqIDAttr(reqB)
+	h.consumeTraces(tracesOf(rootA, rootB))
+	h.consumeLogs(logsOf(
+		rec{service: "engine", at: t0, name: "generate done", attrs: named(reqA, "qwen2-7b-v1.2")},
+		plain(reqA),
+		rec{service: "engine", at: t0, name: "generate done", attrs: named(reqB, "qwen2-7b-v1.2")},
+		rec{service: "judge", at: t0, name: "graded", attrs: named(reqB, "judge-3b-v0.9")},
+		plain(reqB),
+	))
+	logs := h.outLogs()
+	require.Len(t, logs, 5)
+	a := logs[1].Attributes().AsRaw()
+	assert.Equal(t, "9f86d081", a[golden.InputHash])
+	assert.Equal(t, "qwen2-7b-v1.2", a[golden.ModelVer])
+	assert.Equal(t, []any{golden.InputHash, golden.ModelVer}, a[golden.DerivedAttr])
+	assert.Equal(t, true, a[golden.ValidAttr], "model_ver is no longer missing")
+	assert.NotContains(t, logs[0].Attributes().AsRaw(), golden.DerivedAttr, "a record's own fields are not derived")
+
+	b := logs[4].Attributes().AsRaw()
+	assert.Equal(t, "9f86d081", b[golden.InputHash])
+	assert.NotContains(t, b, golden.ModelVer, "two models served the request: none is its model")
+	assert.Equal(t, []any{golden.InputHash}, b[golden.DerivedAttr])
+	assert.Equal(t, int64(2), h.counter("processor_reqidstitch_records_filled", "direction", "input_hash"))
+	assert.Equal(t, int64(1), h.counter("processor_reqidstitch_records_filled", "direction", "model_ver"))
+}

@@ -35,6 +35,8 @@ type request struct {
 	// spans of services that log without trace context, to fill those logs with
 	// the span that covers them; other services' logs carry their own context.
 	spans []spanRef
+
+	known known
 }
 
 type spanRef struct {

@@ -32,6 +32,7 @@ type stitcher struct {
 	rules    *ruleSet
 	// spanScratch carries the first pass over a span batch to the second.
 	spanScratch []boundSpan
+	interned    map[string]string // model_ver values, see intern
 	now         func() time.Time
 
 	// The ticker that sweeps the holds runs while any processor is started.
@@ -52,6 +53,7 @@ func newStitcher(set processor.Settings, cfg *Config) (*stitcher, error) {
 		cfg:      cfg,
 		tel:      newTelemetry(tb, cfg.Rules),
 		services: newServices(),
+		interned: map[string]string{},
 		now:      time.Now,
 	}
 	for _, o := range cfg.options {

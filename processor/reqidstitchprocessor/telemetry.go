@@ -17,6 +17,8 @@ const (
 	filledTraceContext direction = iota
 	filledReqID
 	filledGPU
+	filledInputHash
+	filledModelVer
 	numDirections
 )
 
@@ -48,7 +50,7 @@ const (
 )
 
 var (
-	directionNames = [numDirections]string{"trace_context", "req_id", "gpu"}
+	directionNames = [numDirections]string{"trace_context", "req_id", "gpu", "input_hash", "model_ver"}
 	outcomeNames   = [numOutcomes]string{"bound", "expired", "overflow", "shutdown"}
 	tableNames     = [numTables]string{"requests", "gpu_processes", "rule_keys"}
 	reasonNames    = [numReasons]string{"capacity", "ttl"}

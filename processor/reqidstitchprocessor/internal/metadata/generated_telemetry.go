@@ -84,7 +84,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ProcessorReqidstitchRecordsFilled, err = builder.meter.Int64Counter(
 		"otelcol_processor_reqidstitch_records_filled",
-		metric.WithDescription("Records given an id they lacked, by what they were given (trace context from their request's spans, req_id from their trace, req_id from a GPU process's covering span). [Development]"),
+		metric.WithDescription("Records given an id or field they lacked, by what they were given (trace context from their request's spans, req_id from their trace, req_id from a GPU process's covering span, input_hash and model_ver from their request's other records). [Development]"),
 		metric.WithUnit("{record}"),
 	)
 	errs = errors.Join(errs, err)

@@ -72,7 +72,7 @@ func AssertEqualProcessorReqidstitchRecordsDetached(t *testing.T, tt *componentt
 func AssertEqualProcessorReqidstitchRecordsFilled(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_processor_reqidstitch_records_filled",
-		Description: "Records given an id they lacked, by what they were given (trace context from their request's spans, req_id from their trace, req_id from a GPU process's covering span). [Development]",
+		Description: "Records given an id or field they lacked, by what they were given (trace context from their request's spans, req_id from their trace, req_id from a GPU process's covering span, input_hash and model_ver from their request's other records). [Development]",
 		Unit:        "{record}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
