@@ -187,6 +187,13 @@ func (r *record) fields(attrs, resource pcommon.Map) {
 			r.attr(k, r.value(v))
 		}
 	}
+	if verdict, ok := failure.FromAttributes(attrs); ok && verdict.Failed {
+		reasons := make([]string, len(verdict.Reasons))
+		for i, reason := range verdict.Reasons {
+			reasons[i] = r.text(reason.String())
+		}
+		r.attr(failure.ReasonsAttr, reasons)
+	}
 }
 
 func (r *record) resourceText(resource pcommon.Map, name string) string {

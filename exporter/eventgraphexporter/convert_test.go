@@ -133,6 +133,20 @@ func TestFailureDefinition(t *testing.T) {
 	}
 }
 
+// The verdict's reasons are stored as text on each record of a failed request.
+func TestVerdictReasonsAreStored(t *testing.T) {
+	events, _ := conv.logs(oneLog(func(lr plog.LogRecord) {
+		v := failure.Verdict{}
+		v.Add(failure.Reason{Kind: failure.KindValueDrift, Service: "renderer", Stage: "render/finish", Attribute: "frame.empty",
+			Value: "true", Baseline: 0, Current: 0.025})
+		v.Annotate(lr.Attributes())
+	}))
+	assert.Equal(t, []string{"value_drift: frame.empty=true at render/finish (renderer): 0.0% of the baseline, 2.5% now"},
+		events[0].Attrs[failure.ReasonsAttr])
+	events, _ = conv.logs(oneLog(func(lr plog.LogRecord) { (&failure.Verdict{}).Annotate(lr.Attributes()) }))
+	assert.NotContains(t, events[0].Attrs, failure.ReasonsAttr, "a healthy request has no reasons")
+}
+
 // TestMissingEventIDIsComputed: a record without event.id, or with one that is
 // not an event id, gets the identity reqidstitch would have given it.
 func TestMissingEventIDIsComputed(t *testing.T) {

@@ -90,6 +90,7 @@ func (e *graphExporter) start(ctx context.Context, host component.Host) error {
 		return err
 	}
 	e.writer = newGroupWriter(e.backend, maxRows, maxWait, e.cfg.TimeoutConfig.Timeout)
+	registerStore(e.settings.ID, e.backend)
 	return nil
 }
 
@@ -170,6 +171,7 @@ func (e *graphExporter) shutdown(ctx context.Context) error {
 	}
 	var err error
 	if e.backend != nil {
+		unregisterStore(e.settings.ID, e.backend)
 		err = e.backend.Close(ctx)
 	}
 	e.telemetry.Shutdown()

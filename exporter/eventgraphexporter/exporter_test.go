@@ -74,6 +74,22 @@ func TestLogsAndTracesShareOneGraph(t *testing.T) {
 	assert.Contains(t, g.Edges, eventgraph.Edge{From: timeline[1].ID, To: timeline[0].ID, Type: eventgraph.EdgeChildOf})
 }
 
+// The running exporter's store is found by its component ID, for the rca
+// extension, and only while it runs.
+func TestStoreIsFoundByComponentID(t *testing.T) {
+	p := startPipeline(t, embeddedConfig(t), nil)
+	td, _ := request("req-1715234890123-a1b2c3", t0)
+	require.NoError(t, p.traces.ConsumeTraces(context.Background(), td))
+	store, ok := LookupStore(metadatatest.NewSettings(p.tt).ID)
+	require.True(t, ok)
+	timeline, err := store.Timeline(context.Background(), "req-1715234890123-a1b2c3")
+	require.NoError(t, err)
+	assert.Len(t, timeline, 1)
+	p.shutdown(t)
+	_, ok = LookupStore(metadatatest.NewSettings(p.tt).ID)
+	assert.False(t, ok)
+}
+
 func TestNotStartedIsRetryable(t *testing.T) {
 	e, err := newGraphExporter(embeddedConfig(t), exportertest.NewNopSettings(metadata.Type))
 	require.NoError(t, err)

@@ -55,7 +55,9 @@ type Event struct {
 	Causes  []Cause // causal.parents with causal.rules; stores return them sorted
 
 	// Attrs are the record's other golden facts: resource_usage.* numbers,
-	// golden.valid, golden.missing, golden.invalid and error.type. Values are
+	// golden.valid, golden.missing, golden.invalid, golden.derived, the schema
+	// drift mark, error.type and the request's failure reasons as text
+	// (request.failure.reasons, on a failed request's records). Values are
 	// float64, bool, string or []string. Their names always hold a dot, the
 	// names of the fields above never do: stores may keep both side by side.
 	Attrs map[string]any
