@@ -1,0 +1,45 @@
+package rcaextension
+
+import (
+	"errors"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/confighttp"
+)
+
+// Config configures the rca extension.
+type Config struct {
+	// ServerConfig is the page's and the API's HTTP server: loopback by
+	// default; add tls and auth (any authenticator extension) to serve it
+	// beyond this host.
+	Server confighttp.ServerConfig `mapstructure:",squash"`
+	// Graph is the eventgraph exporter whose graph is read.
+	Graph component.ID `mapstructure:"graph"`
+	// Window is how far back the page looks when a view names no window.
+	Window time.Duration `mapstructure:"window"`
+	// MaxWindow bounds the window a query may ask for.
+	MaxWindow time.Duration `mapstructure:"max_window"`
+	// MaxRequests bounds the failing requests a view lists.
+	MaxRequests int `mapstructure:"max_requests"`
+
+	_ struct{}
+}
+
+// Validate names the key to fix.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Graph.Type().String() == "" {
+		errs = append(errs, errors.New("graph: name the eventgraph exporter whose graph this page reads, e.g. eventgraph"))
+	}
+	if c.Window <= 0 {
+		errs = append(errs, errors.New("window: must be positive, e.g. 15m"))
+	}
+	if c.MaxWindow < c.Window {
+		errs = append(errs, errors.New("max_window: must be at least window"))
+	}
+	if c.MaxRequests <= 0 {
+		errs = append(errs, errors.New("max_requests: must be positive, e.g. 200"))
+	}
+	return errors.Join(errs...)
+}

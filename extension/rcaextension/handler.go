@@ -1,0 +1,294 @@
+package rcaextension
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/loom-otel/loom/internal/eventgraph"
+	"github.com/loom-otel/loom/internal/failure"
+)
+
+// maxReqIDBytes bounds a req_id in a path: reqidstitch never indexes longer ones.
+const maxReqIDBytes = 256
+
+// handler answers the page's and the API's requests from the event graph.
+type handler struct {
+	cfg   *Config
+	store func() (eventgraph.Store, bool)
+	now   func() time.Time
+	mux   *http.ServeMux
+}
+
+func newHandler(cfg *Config, store func() (eventgraph.Store, bool), now func() time.Time) *handler {
+	h := &handler{cfg: cfg, store: store, now: now, mux: http.NewServeMux()}
+	h.mux.HandleFunc("GET /api/requests/{req_id}", h.apiRequest)
+	h.mux.HandleFunc("GET /api/failing", h.apiFailing)
+	h.mux.HandleFunc("GET /requests/{req_id}", h.pageRequest)
+	h.mux.HandleFunc("GET /{$}", h.pageOverview)
+	return h
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+// httpError is an answer other than 200, with the message a person reads.
+type httpError struct {
+	status  int
+	message string
+}
+
+func (e *httpError) Error() string { return e.message }
+
+func badRequest(format string, args ...any) error {
+	return &httpError{http.StatusBadRequest, fmt.Sprintf(format, args...)}
+}
+
+// graph returns the store, or why there is none.
+func (h *handler) graph() (eventgraph.Store, error) {
+	if s, ok := h.store(); ok {
+		return s, nil
+	}
+	return nil, &httpError{http.StatusServiceUnavailable, fmt.Sprintf(
+		"no eventgraph exporter %q is running in this collector: add it to a pipeline, or set the rca extension's graph to the one that is", h.cfg.Graph)}
+}
+
+// reqID reads the path's req_id.
+func reqID(r *http.Request) (string, error) {
+	id := r.PathValue("req_id")
+	if id == "" || len(id) > maxReqIDBytes || !utf8.ValidString(id) {
+		return "", badRequest("req_id must be 1 to %d bytes of UTF-8", maxReqIDBytes)
+	}
+	return id, nil
+}
+
+// window reads from and to (RFC 3339 or unix milliseconds); without them the
+// window is the configured one up to now. It is bounded by max_window.
+func (h *handler) window(r *http.Request) (from, to time.Time, err error) {
+	q := r.URL.Query()
+	to = h.now()
+	if s := q.Get("to"); s != "" {
+		if to, err = parseTime(s); err != nil {
+			return from, to, badRequest("to: %v", err)
+		}
+	}
+	from = to.Add(-h.cfg.Window)
+	if s := q.Get("from"); s != "" {
+		if from, err = parseTime(s); err != nil {
+			return from, to, badRequest("from: %v", err)
+		}
+	}
+	switch {
+	case !from.Before(to):
+		return from, to, badRequest("from must be before to")
+	case to.Sub(from) > h.cfg.MaxWindow:
+		return from, to, badRequest("the window is longer than max_window (%s): narrow from and to", h.cfg.MaxWindow)
+	}
+	return from, to, nil
+}
+
+func parseTime(s string) (time.Time, error) {
+	if len(s) > 64 {
+		return time.Time{}, errors.New("too long for a time")
+	}
+	if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return time.UnixMilli(ms), nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, errors.New("want RFC 3339 or unix milliseconds")
+	}
+	return t, nil
+}
+
+// requestView is one request as the API and the page show it.
+type requestView struct {
+	ReqID   string             `json:"req_id"`
+	Failed  bool               `json:"failed"`
+	Reasons []string           `json:"reasons"`
+	Events  []eventView        `json:"events"`
+	Edges   []edgeView         `json:"edges"`
+	events  []eventgraph.Event // for the page's timeline
+}
+
+type eventView struct {
+	EventID    string         `json:"event_id"`
+	Time       time.Time      `json:"time"`
+	End        *time.Time     `json:"end,omitempty"`
+	Service    string         `json:"service.name"`
+	Stage      string         `json:"stage"`
+	Kind       string         `json:"kind"`
+	Name       string         `json:"name"`
+	Message    string         `json:"message"`
+	Failed     bool           `json:"failed"`
+	Attributes map[string]any `json:"attributes"`
+}
+
+type edgeView struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+	Type string `json:"type"`
+	Rule string `json:"rule,omitempty"`
+}
+
+// loadRequest reads one request's events; a req_id the graph does not hold is a 404.
+func (h *handler) loadRequest(r *http.Request) (*requestView, error) {
+	id, err := reqID(r)
+	if err != nil {
+		return nil, err
+	}
+	store, err := h.graph()
+	if err != nil {
+		return nil, err
+	}
+	events, err := store.Timeline(r.Context(), id)
+	if err != nil {
+		return nil, err
+	}
+	if len(events) == 0 {
+		return nil, &httpError{http.StatusNotFound, "the graph holds no request with this req_id (not kept by sampling, not yet written, or past retention)"}
+	}
+	v := &requestView{ReqID: id, Reasons: []string{}, Events: make([]eventView, len(events)), events: events}
+	for i := range events {
+		e := &events[i]
+		v.Failed = v.Failed || e.Failed
+		if reasons, ok := e.Attrs[failure.ReasonsAttr].([]string); ok {
+			for _, reason := range reasons {
+				if !slices.Contains(v.Reasons, reason) {
+					v.Reasons = append(v.Reasons, reason)
+				}
+			}
+		}
+		v.Events[i] = viewEvent(e)
+	}
+	for _, edge := range eventgraph.RequestEdges(events) {
+		v.Edges = append(v.Edges, edgeView{From: edge.From, To: edge.To, Type: string(edge.Type), Rule: edge.Rule})
+	}
+	if v.Edges == nil {
+		v.Edges = []edgeView{}
+	}
+	return v, nil
+}
+
+// viewEvent puts an event's golden fields and attributes under the names
+// they carry on the records.
+func viewEvent(e *eventgraph.Event) eventView {
+	attrs := make(map[string]any, len(e.Attrs)+8)
+	for k, v := range e.Attrs {
+		if k != failure.ReasonsAttr { // the request's, not the event's: in reasons
+			attrs[k] = v
+		}
+	}
+	put := func(k, v string) {
+		if v != "" {
+			attrs[k] = v
+		}
+	}
+	put("req_id", e.ReqID)
+	put("model_ver", e.ModelVer)
+	put("input_hash", e.InputHash)
+	put("gpu.id", e.GPU)
+	put("host.name", e.Host)
+	put("trace_id", e.TraceID)
+	put("span_id", e.SpanID)
+	put("severity_text", e.SeverityText)
+	put("status", e.Status)
+	if e.SeverityNumber != 0 {
+		attrs["severity_number"] = e.SeverityNumber
+	}
+	v := eventView{EventID: e.ID, Time: e.Time, Service: e.Service, Stage: e.Stage, Kind: string(e.Kind), Name: e.Name,
+		Message: e.Message, Failed: e.Failed, Attributes: attrs}
+	if !e.End.IsZero() {
+		end := e.End
+		v.End = &end
+	}
+	return v
+}
+
+func (h *handler) apiRequest(w http.ResponseWriter, r *http.Request) {
+	v, err := h.loadRequest(r)
+	if err != nil {
+		writeJSONError(w, err)
+		return
+	}
+	writeJSON(w, v)
+}
+
+// failingView lists the failing requests of a window, newest first.
+type failingView struct {
+	Window    windowView    `json:"window"`
+	Requests  []requestItem `json:"requests"`
+	Truncated bool          `json:"truncated"`
+}
+
+type windowView struct {
+	From time.Time `json:"from"`
+	To   time.Time `json:"to"`
+}
+
+type requestItem struct {
+	ReqID string    `json:"req_id"`
+	First time.Time `json:"first"`
+	Last  time.Time `json:"last"`
+}
+
+func (h *handler) loadFailing(r *http.Request) (*failingView, error) {
+	from, to, err := h.window(r)
+	if err != nil {
+		return nil, err
+	}
+	store, err := h.graph()
+	if err != nil {
+		return nil, err
+	}
+	failed, err := store.FailingRequests(r.Context(), from, to)
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(failed, func(a, b eventgraph.Request) int { return b.First.Compare(a.First) })
+	v := &failingView{Window: windowView{from, to}, Requests: []requestItem{}}
+	if len(failed) > h.cfg.MaxRequests {
+		failed, v.Truncated = failed[:h.cfg.MaxRequests], true
+	}
+	for _, f := range failed {
+		v.Requests = append(v.Requests, requestItem{ReqID: f.ReqID, First: f.First, Last: f.Last})
+	}
+	return v, nil
+}
+
+func (h *handler) apiFailing(w http.ResponseWriter, r *http.Request) {
+	v, err := h.loadFailing(r)
+	if err != nil {
+		writeJSONError(w, err)
+		return
+	}
+	writeJSON(w, v)
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeJSONError(w http.ResponseWriter, err error) {
+	status, message := statusOf(err)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]string{"error": message})
+}
+
+// statusOf is the answer's status and message: a store that fails is a 502,
+// with its error, which names no request data.
+func statusOf(err error) (int, string) {
+	var he *httpError
+	if errors.As(err, &he) {
+		return he.status, he.message
+	}
+	return http.StatusBadGateway, "reading the event graph failed: " + err.Error()
+}

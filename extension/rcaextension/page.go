@@ -1,0 +1,89 @@
+package rcaextension
+
+import (
+	"bytes"
+	"embed"
+	"html/template"
+	"net/http"
+	"net/url"
+	"slices"
+	"time"
+)
+
+//go:embed templates/*.html
+var templateFiles embed.FS
+
+var pages = template.Must(template.New("").Funcs(template.FuncMap{
+	"requestPath": func(id string) string { return "/requests/" + url.PathEscape(id) },
+	"clock":       func(t time.Time) string { return t.UTC().Format("15:04:05.000") },
+	"stamp":       func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"attrNames": func(m map[string]any) []string {
+		names := make([]string, 0, len(m))
+		for k := range m {
+			names = append(names, k)
+		}
+		slices.Sort(names)
+		return names
+	},
+}).ParseFS(templateFiles, "templates/*.html"))
+
+// overviewPage is the first screen: the failing requests of the window.
+type overviewPage struct {
+	Failing *failingView
+	Window  time.Duration
+}
+
+// requestPage is one request: its verdict, its timeline and its events.
+type requestPage struct {
+	*requestView
+	Timeline timeline
+}
+
+func (h *handler) pageOverview(w http.ResponseWriter, r *http.Request) {
+	v, err := h.loadFailing(r)
+	if err != nil {
+		writePageError(w, err)
+		return
+	}
+	render(w, "overview.html", overviewPage{Failing: v, Window: v.Window.To.Sub(v.Window.From)})
+}
+
+func (h *handler) pageRequest(w http.ResponseWriter, r *http.Request) {
+	v, err := h.loadRequest(r)
+	if err != nil {
+		writePageError(w, err)
+		return
+	}
+	render(w, "request.html", requestPage{requestView: v, Timeline: layoutTimeline(v.events)})
+}
+
+// render writes a page whole, or a 500 when its template fails.
+func render(w http.ResponseWriter, name string, data any) {
+	var buf bytes.Buffer
+	if err := pages.ExecuteTemplate(&buf, name, data); err != nil {
+		http.Error(w, "rendering the page failed", http.StatusInternalServerError)
+		return
+	}
+	setPageHeaders(w)
+	_, _ = buf.WriteTo(w)
+}
+
+func writePageError(w http.ResponseWriter, err error) {
+	status, message := statusOf(err)
+	var buf bytes.Buffer
+	if pages.ExecuteTemplate(&buf, "error.html", map[string]any{"Status": status, "Message": message}) != nil {
+		http.Error(w, message, status)
+		return
+	}
+	setPageHeaders(w)
+	w.WriteHeader(status)
+	_, _ = buf.WriteTo(w)
+}
+
+// setPageHeaders: the page loads nothing from anywhere, runs no script and
+// is not framed.
+func setPageHeaders(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'")
+}
