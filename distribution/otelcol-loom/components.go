@@ -6,6 +6,7 @@ import (
 	eventgraphexporter "github.com/loom-otel/loom/exporter/eventgraphexporter"
 	lokiexporter "github.com/loom-otel/loom/exporter/lokiexporter"
 	tempoexporter "github.com/loom-otel/loom/exporter/tempoexporter"
+	rcaextension "github.com/loom-otel/loom/extension/rcaextension"
 	goldenfieldprocessor "github.com/loom-otel/loom/processor/goldenfieldprocessor"
 	reqidstitchprocessor "github.com/loom-otel/loom/processor/reqidstitchprocessor"
 	reqsamplingprocessor "github.com/loom-otel/loom/processor/reqsamplingprocessor"
@@ -79,6 +80,7 @@ func components() (otelcol.Factories, error) {
 		pprofextension.NewFactory(),
 		filestorage.NewFactory(),
 		zpagesextension.NewFactory(),
+		rcaextension.NewFactory(),
 	)
 	if err != nil {
 		return otelcol.Factories{}, err
@@ -91,6 +93,7 @@ func components() (otelcol.Factories, error) {
 		pprofextension.NewFactory().Type():           "github.com/open-telemetry/opentelemetry-collector-contrib/extension/pprofextension v0.161.0",
 		filestorage.NewFactory().Type():              "github.com/open-telemetry/opentelemetry-collector-contrib/extension/storage/filestorage v0.161.0",
 		zpagesextension.NewFactory().Type():          "go.opentelemetry.io/collector/extension/zpagesextension v0.161.0",
+		rcaextension.NewFactory().Type():             "github.com/loom-otel/loom v0.0.0",
 	})
 
 	factories.Receivers, err = otelcol.MakeFactoryMap[receiver.Factory](

@@ -2,6 +2,8 @@ package charttest
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -235,8 +237,8 @@ func TestDefaultsMakeTheTwoTiers(t *testing.T) {
 	})
 
 	t.Run("rca page off the Services", func(t *testing.T) {
-		if at(gateway.config, "extensions", "rca") != nil {
-			t.Error("the rca extension is configured by default, before it exists")
+		if endpoint := fmt.Sprint(at(gateway.config, "extensions", "rca", "endpoint")); endpoint != "127.0.0.1:4320" {
+			t.Errorf("the rca page listens on %s by default, want the pod's loopback", endpoint)
 		}
 		for name, svc := range objs.services {
 			for _, p := range svc.Spec.Ports {
@@ -360,5 +362,28 @@ func TestEmbeddedGraphExampleKeepsTheGraphOnTheVolume(t *testing.T) {
 	}
 	if len(objs.roles) != 0 || *agent.pod.Spec.AutomountServiceAccountToken {
 		t.Error("the dns resolver needs no Role and no API token")
+	}
+}
+
+// gateway.rca.enabled: false takes the rca extension out of the gateway's
+// built-in config, not only off its list.
+func TestRCAPageCanBeTurnedOff(t *testing.T) {
+	values := filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(values, []byte("gateway:\n  rca:\n    enabled: false\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gateway := install(t, values).tier(t, "StatefulSet", "loom-gateway")
+	if at(gateway.config, "extensions", "rca") != nil {
+		t.Error("the rca extension is still configured")
+	}
+	for _, ext := range at(gateway.config, "service", "extensions").([]any) {
+		if ext == "rca" {
+			t.Error("the rca extension is still on the service's list")
+		}
+	}
+	for _, p := range gateway.container.Ports {
+		if p.Name == "rca" {
+			t.Error("the gateway container still declares the rca port")
+		}
 	}
 }

@@ -112,8 +112,8 @@ service:
 {{- if $v.gateway.auth.enabled -}}
 {{- $extensions = append $extensions "bearertokenauth/agents" -}}
 {{- end -}}
-{{- if $v.gateway.rca.enabled -}}
-{{- $extensions = append $extensions "rca" -}}
+{{- if not $v.gateway.rca.enabled -}}
+{{- $extensions = without $extensions "rca" -}}
 {{- end -}}
 {{- $logs := get (get .base.service.pipelines "logs") "exporters" -}}
 {{- $traces := get (get .base.service.pipelines "traces") "exporters" -}}
@@ -137,7 +137,6 @@ receivers:
         auth:
           authenticator: bearertokenauth/agents
         {{- end }}
-{{- if or $v.gateway.auth.enabled $v.gateway.rca.enabled }}
 extensions:
   {{- if $v.gateway.auth.enabled }}
   bearertokenauth/agents:
@@ -146,8 +145,9 @@ extensions:
   {{- if $v.gateway.rca.enabled }}
   rca:
     endpoint: {{ ternary "0.0.0.0" "127.0.0.1" $v.gateway.rca.service.enabled }}:{{ $v.gateway.rca.port }}
+  {{- else }}
+  rca: null
   {{- end }}
-{{- end }}
 processors:
   reqsampling:
     base_percentage: {{ $v.sampling.basePercentage }}

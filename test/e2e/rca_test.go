@@ -1,0 +1,105 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/loom-otel/loom/internal/workload"
+)
+
+// TestRCAPageFromTheCollector runs the built collector's default config,
+// sends loomgen's S1–S3 and reads the answer where a newcomer would: the
+// URL the collector logs, the failing requests it lists, a request's page
+// with its reasons and timeline.
+func TestRCAPageFromTheCollector(t *testing.T) {
+	col := startCollector(t, "distribution/config.yaml", withEdits())
+	_, truths := sendWorkload(t, col, workload.GRPC, workload.Config{
+		Scenarios: []workload.Scenario{workload.S1, workload.S2, workload.S3}, Affected: 0.2, Requests: 600, Seed: 5,
+	})
+	failed := map[string]bool{}
+	for _, tr := range truths {
+		failed[tr.ReqID] = tr.Failed
+	}
+	base := "http://" + col.endpoints["extensions.rca.endpoint"]
+	if !strings.Contains(col.log(), "Root-cause page") {
+		t.Errorf("the collector does not log the page's URL:\n%s", col.log())
+	}
+
+	var listed struct {
+		Requests []struct {
+			ReqID string `json:"req_id"`
+		} `json:"requests"`
+	}
+	// The requests appear once sampling decided them (decision_wait, 10 s).
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		getJSON(t, base+"/api/failing", &listed)
+		if len(listed.Requests) >= 100 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	wrong := 0
+	for _, r := range listed.Requests {
+		if !failed[r.ReqID] {
+			wrong++
+		}
+	}
+	if len(listed.Requests) < 100 || wrong > len(listed.Requests)/20 {
+		t.Fatalf("the page lists %d failing requests, %d of them healthy by the ground truth; want at least 100, at most 5%% healthy",
+			len(listed.Requests), wrong)
+	}
+
+	id := listed.Requests[0].ReqID
+	var request struct {
+		Failed  bool              `json:"failed"`
+		Reasons []string          `json:"reasons"`
+		Events  []json.RawMessage `json:"events"`
+		Edges   []json.RawMessage `json:"edges"`
+	}
+	getJSON(t, base+"/api/requests/"+url.PathEscape(id), &request)
+	if !request.Failed || len(request.Reasons) == 0 || len(request.Events) < 3 || len(request.Edges) == 0 {
+		t.Errorf("request %s: failed %v, reasons %v, %d events, %d edges; want a failed request with its reasons, events and edges",
+			id, request.Failed, request.Reasons, len(request.Events), len(request.Edges))
+	}
+	page := getBody(t, base+"/requests/"+url.PathEscape(id))
+	for _, want := range []string{`<svg id="timeline"`, `class="bar`, request.Reasons[0]} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the request's page lacks %q", want)
+		}
+	}
+	if overview := getBody(t, base+"/"); !strings.Contains(overview, url.PathEscape(id)) {
+		t.Errorf("the overview does not link to %s", id)
+	}
+}
+
+func getBody(t *testing.T, u string) string {
+	t.Helper()
+	resp, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s: %s", u, resp.Status, body)
+	}
+	return string(body)
+}
+
+func getJSON(t *testing.T, u string, v any) {
+	t.Helper()
+	if err := json.Unmarshal([]byte(getBody(t, u)), v); err != nil {
+		t.Fatalf("GET %s: %v", u, err)
+	}
+}
