@@ -16,13 +16,13 @@ func TestMoveListenersMovesEveryLoopbackListener(t *testing.T) {
 	require.NoError(t, err)
 	for _, path := range []string{
 		"receivers.otlp.protocols.grpc.endpoint", "receivers.otlp.protocols.http.endpoint",
-		"extensions.health_check.endpoint", "extensions.pprof.endpoint", "extensions.zpages.endpoint",
+		"extensions.health_check.endpoint", "extensions.pprof.endpoint", "extensions.zpages.endpoint", "extensions.rca.endpoint",
 		"exporters.prometheus.endpoint", // a listener, though an exporter
 		"service.telemetry.metrics.readers[0].pull.exporter.prometheus.port",
 	} {
 		addr, ok := moved[path]
 		require.True(t, ok, "%s not moved: %v", path, moved)
-		assert.NotRegexp(t, `:(4317|4318|13133|1777|55679|8889|8888)$`, addr, path)
+		assert.NotRegexp(t, `:(4317|4318|13133|1777|55679|8889|8888|4320)$`, addr, path)
 	}
 	seen := map[string]string{}
 	for path, addr := range moved {

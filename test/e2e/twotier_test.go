@@ -19,6 +19,9 @@ import (
 func onLoopback(t *testing.T, storage string) func(map[string]any) {
 	return func(cfg map[string]any) {
 		mapAt(cfg, "extensions", "health_check")["endpoint"] = "127.0.0.1:13133"
+		if rca, ok := cfg["extensions"].(map[string]any)["rca"].(map[string]any); ok {
+			rca["endpoint"] = "127.0.0.1:4320"
+		}
 		mapAt(cfg, "extensions", storage)["directory"] = t.TempDir()
 		mapAt(cfg, "service")["telemetry"] = map[string]any{"metrics": map[string]any{"readers": []any{
 			map[string]any{"pull": map[string]any{"exporter": map[string]any{"prometheus": map[string]any{"host": "127.0.0.1", "port": 8888}}}},
