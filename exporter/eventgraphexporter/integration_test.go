@@ -146,7 +146,7 @@ func checkReads(t *testing.T, s eventgraph.Store, w *workloadData) {
 		assert.True(t, slices.IsSortedFunc(timeline, func(a, b eventgraph.Event) int { return a.Time.Compare(b.Time) }), req)
 	}
 	from, to := readWindow()
-	failing, err := s.FailingRequests(ctx, from, to)
+	failing, err := s.Requests(ctx, from, to, true)
 	require.NoError(t, err)
 	assert.Equal(t, w.failingIDs(), reqIDs(failing))
 	for _, tr := range w.truth {

@@ -245,7 +245,7 @@ func (h *handler) loadFailing(r *http.Request) (*failingView, error) {
 	if err != nil {
 		return nil, err
 	}
-	failed, err := store.FailingRequests(r.Context(), from, to)
+	failed, err := store.Requests(r.Context(), from, to, true)
 	if err != nil {
 		return nil, err
 	}

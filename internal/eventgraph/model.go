@@ -209,8 +209,9 @@ type Store interface {
 	// event, edges followed both ways, and the edges between them. Dimension
 	// nodes are not crossed: every event of a service would be one hop away.
 	Neighbourhood(ctx context.Context, eventID string, depth int) (Graph, error)
-	// FailingRequests returns the failed requests active in [from, to), by first event time.
-	FailingRequests(ctx context.Context, from, to time.Time) ([]Request, error)
+	// Requests returns the requests active in [from, to) that failed (failed
+	// true) or did not, by first event time.
+	Requests(ctx context.Context, from, to time.Time, failed bool) ([]Request, error)
 	// DimensionCounts counts, per dimension value, the requests active in [from, to) whose events carry it.
 	DimensionCounts(ctx context.Context, from, to time.Time) ([]DimensionCount, error)
 }

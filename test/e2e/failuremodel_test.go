@@ -94,7 +94,7 @@ func checkFailureModel(ctx context.Context, t *testing.T, col *collector, sink *
 		t.Fatal(err)
 	}
 	defer func() { _ = store.Close(ctx) }()
-	failed, err := store.FailingRequests(ctx, time.Unix(0, 0), time.Now().Add(time.Hour))
+	failed, err := store.Requests(ctx, time.Unix(0, 0), time.Now().Add(time.Hour), true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,7 @@ MATCH (a:Event {event_id: id})-[r:NEXT|CHILD_OF|CAUSED|ASYNC_OF]-(b:Event)
 WHERE b.time IS NOT NULL
 RETURN type(r) AS type, startNode(r).event_id AS from, endNode(r).event_id AS to,
   coalesce(r.type, '') AS cause_type, coalesce(r.rule, '') AS rule`
-	failingQuery = `MATCH (r:Request) WHERE r.failed AND r.last_time >= $from AND r.first_time < $to
+	requestsQuery = `MATCH (r:Request) WHERE coalesce(r.failed, false) = $failed AND r.last_time >= $from AND r.first_time < $to
 RETURN r.req_id AS req_id, r.first_time AS first, r.last_time AS last
 ORDER BY r.first_time, r.req_id`
 )
@@ -99,15 +99,15 @@ func (s *Store) Adjacent(ctx context.Context, ids []string) ([]eventgraph.Edge, 
 	return out, nil
 }
 
-// FailingRequests returns the failed requests active in [from, to).
-func (s *Store) FailingRequests(ctx context.Context, from, to time.Time) ([]eventgraph.Request, error) {
-	records, err := s.read(ctx, failingQuery, map[string]any{"from": from.UTC(), "to": to.UTC()})
+// Requests returns the requests active in [from, to) whose outcome is failed.
+func (s *Store) Requests(ctx context.Context, from, to time.Time, failed bool) ([]eventgraph.Request, error) {
+	records, err := s.read(ctx, requestsQuery, map[string]any{"from": from.UTC(), "to": to.UTC(), "failed": failed})
 	if err != nil {
 		return nil, err
 	}
 	out := make([]eventgraph.Request, len(records))
 	for i, r := range records {
-		out[i] = eventgraph.Request{ReqID: str(r.Values[0]), Failed: true, First: utc(r.Values[1]), Last: utc(r.Values[2])}
+		out[i] = eventgraph.Request{ReqID: str(r.Values[0]), Failed: failed, First: utc(r.Values[1]), Last: utc(r.Values[2])}
 	}
 	return out, nil
 }

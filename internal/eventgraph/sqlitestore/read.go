@@ -141,12 +141,12 @@ func (s *Store) Adjacent(ctx context.Context, ids []string) ([]eventgraph.Edge, 
 	return out, nil
 }
 
-// FailingRequests returns the failed requests active in [from, to).
-func (s *Store) FailingRequests(ctx context.Context, from, to time.Time) ([]eventgraph.Request, error) {
+// Requests returns the requests active in [from, to) whose outcome is failed.
+func (s *Store) Requests(ctx context.Context, from, to time.Time, failed bool) ([]eventgraph.Request, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT req_id, failed, first_ns, last_ns FROM requests
-		WHERE failed AND last_ns >= ? AND first_ns < ? ORDER BY first_ns, req_id`, from.UnixNano(), to.UnixNano())
+		WHERE failed = ? AND last_ns >= ? AND first_ns < ? ORDER BY first_ns, req_id`, failed, from.UnixNano(), to.UnixNano())
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: failing requests: %w", err)
+		return nil, fmt.Errorf("sqlitestore: requests: %w", err)
 	}
 	defer func() { _ = rows.Close() }()
 	var out []eventgraph.Request
@@ -154,7 +154,7 @@ func (s *Store) FailingRequests(ctx context.Context, from, to time.Time) ([]even
 		var r eventgraph.Request
 		var first, last int64
 		if err := rows.Scan(&r.ReqID, &r.Failed, &first, &last); err != nil {
-			return nil, fmt.Errorf("sqlitestore: failing requests: %w", err)
+			return nil, fmt.Errorf("sqlitestore: requests: %w", err)
 		}
 		r.First, r.Last = time.Unix(0, first).UTC(), time.Unix(0, last).UTC()
 		out = append(out, r)

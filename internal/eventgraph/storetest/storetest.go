@@ -105,7 +105,7 @@ func Run(t *testing.T, open Opener) {
 		{"IdempotentAnyOrder", testIdempotentAnyOrder},
 		{"DanglingReferences", testDanglingReferences},
 		{"MergeKeepsValues", testMergeKeepsValues},
-		{"FailingRequests", testFailingRequests},
+		{"Requests", testRequests},
 		{"DimensionCounts", testDimensionCounts},
 		{"HostileStrings", testHostileStrings},
 		{"NotFound", testNotFound},
@@ -264,20 +264,24 @@ func testMergeKeepsValues(t *testing.T, s eventgraph.Backend) {
 	assert.Equal(t, want, got[0])
 }
 
-func testFailingRequests(t *testing.T, s eventgraph.Backend) {
+func testRequests(t *testing.T, s eventgraph.Backend) {
 	ctx := context.Background()
 	write(t, s, Fixture()...)
-	got, err := s.FailingRequests(ctx, T0, T0.Add(time.Hour))
+	got, err := s.Requests(ctx, T0, T0.Add(time.Hour), false)
+	require.NoError(t, err)
+	assert.Equal(t, []eventgraph.Request{{ReqID: ReqHealthy, First: T0.Add(2 * time.Second), Last: T0.Add(2500 * time.Millisecond)}}, got)
+
+	got, err = s.Requests(ctx, T0, T0.Add(time.Hour), true)
 	require.NoError(t, err)
 	assert.Equal(t, []eventgraph.Request{{ReqID: ReqFailing, Failed: true, First: T0, Last: T0.Add(1100 * time.Millisecond)}}, got)
 
-	got, err = s.FailingRequests(ctx, T0.Add(1100*time.Millisecond), T0.Add(time.Hour))
+	got, err = s.Requests(ctx, T0.Add(1100*time.Millisecond), T0.Add(time.Hour), true)
 	require.NoError(t, err)
 	assert.Len(t, got, 1, "a request is active up to its last event")
-	got, err = s.FailingRequests(ctx, T0.Add(2*time.Second), T0.Add(time.Hour))
+	got, err = s.Requests(ctx, T0.Add(2*time.Second), T0.Add(time.Hour), true)
 	require.NoError(t, err)
 	assert.Empty(t, got)
-	got, err = s.FailingRequests(ctx, T0.Add(-time.Hour), T0)
+	got, err = s.Requests(ctx, T0.Add(-time.Hour), T0, true)
 	require.NoError(t, err)
 	assert.Empty(t, got, "the window's end is exclusive")
 }
