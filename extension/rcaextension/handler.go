@@ -28,8 +28,10 @@ type handler struct {
 func newHandler(cfg *Config, store func() (eventgraph.Store, bool), now func() time.Time) *handler {
 	h := &handler{cfg: cfg, store: store, now: now, mux: http.NewServeMux()}
 	h.mux.HandleFunc("GET /api/requests/{req_id}", h.apiRequest)
+	h.mux.HandleFunc("GET /api/requests/{req_id}/compare", h.apiCompare)
 	h.mux.HandleFunc("GET /api/failing", h.apiFailing)
 	h.mux.HandleFunc("GET /requests/{req_id}", h.pageRequest)
+	h.mux.HandleFunc("GET /requests/{req_id}/compare", h.pageCompare)
 	h.mux.HandleFunc("GET /{$}", h.pageOverview)
 	return h
 }

@@ -174,7 +174,7 @@ func TestPages(t *testing.T) {
 
 	status, _, body = get(t, srv, "/requests/"+storetest.ReqFailing)
 	require.Equal(t, http.StatusOK, status, body)
-	assert.Contains(t, body, `<svg id="timeline"`)
+	assert.Contains(t, body, `<svg class="timeline"`)
 	assert.Contains(t, body, "error_severity: at postproc/filter (postproc)")
 	assert.Contains(t, body, "vector-writer · async", "detached work in a lane of its own")
 	assert.Equal(t, 4, strings.Count(body, `<rect class="bar`), "one bar per span")

@@ -15,6 +15,7 @@ var templateFiles embed.FS
 
 var pages = template.Must(template.New("").Funcs(template.FuncMap{
 	"requestPath": func(id string) string { return "/requests/" + url.PathEscape(id) },
+	"apiPath":     func(id string) string { return "/api/requests/" + url.PathEscape(id) },
 	"clock":       func(t time.Time) string { return t.UTC().Format("15:04:05.000") },
 	"stamp":       func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 	"attrNames": func(m map[string]any) []string {
@@ -55,6 +56,25 @@ func (h *handler) pageRequest(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	render(w, "request.html", requestPage{requestView: v, Timeline: layoutTimeline(v.events)})
+}
+
+// comparePage is a failing request beside the nearest healthy one.
+type comparePage struct {
+	*comparisonView
+	BadTimeline, GoodTimeline timeline
+}
+
+func (h *handler) pageCompare(w http.ResponseWriter, r *http.Request) {
+	v, err := h.loadComparison(r)
+	if err != nil {
+		writePageError(w, err)
+		return
+	}
+	p := comparePage{comparisonView: v, BadTimeline: layoutTimeline(v.bad.events)}
+	if v.good != nil {
+		p.GoodTimeline = layoutTimeline(v.good.events)
+	}
+	render(w, "compare.html", p)
 }
 
 // render writes a page whole, or a 500 when its template fails.

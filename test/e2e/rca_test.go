@@ -3,6 +3,8 @@
 package e2e
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/loom-otel/loom/internal/workload"
+	"github.com/loom-otel/loom/internal/workload/foundry"
 )
 
 // TestRCAPageFromTheCollector runs the built collector's default config,
@@ -70,7 +73,7 @@ func TestRCAPageFromTheCollector(t *testing.T) {
 			id, request.Failed, request.Reasons, len(request.Events), len(request.Edges))
 	}
 	page := getBody(t, base+"/requests/"+url.PathEscape(id))
-	for _, want := range []string{`<svg id="timeline"`, `class="bar`, request.Reasons[0]} {
+	for _, want := range []string{`<svg class="timeline"`, `class="bar`, request.Reasons[0]} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the request's page lacks %q", want)
 		}
@@ -101,5 +104,65 @@ func getJSON(t *testing.T, u string, v any) {
 	t.Helper()
 	if err := json.Unmarshal([]byte(getBody(t, u)), v); err != nil {
 		t.Fatalf("GET %s: %v", u, err)
+	}
+}
+
+// TestRCAComparisonShowsTheMissingField sends the foundry family's upgrade
+// that stops writing a field, and checks that the comparison of a failing
+// request with its nearest healthy one puts that field first, as missing,
+// at the stage the ground truth names.
+func TestRCAComparisonShowsTheMissingField(t *testing.T) {
+	col := startCollector(t, "distribution/config.yaml", withEdits())
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var truthFile bytes.Buffer
+	_, err := foundry.Run(ctx, foundry.Config{Incidents: []workload.Scenario{foundry.FieldDrop}, Affected: 0.12, Seed: 3,
+		Pace: workload.Pace{Requests: 3000, Rate: 20000}},
+		workload.Target{Endpoint: col.endpoints["receivers.otlp.protocols.grpc.endpoint"], Protocol: workload.GRPC, Insecure: true}, &truthFile)
+	if err != nil {
+		t.Fatalf("foundry: %v\ncollector log:\n%s", err, col.log())
+	}
+	missing := map[string]workload.Evidence{}
+	for _, tr := range readTruth(t, truthFile.Bytes()) {
+		for _, ev := range tr.Evidence {
+			if ev.Kind == workload.EvidenceMissingField {
+				missing[tr.ReqID] = ev
+			}
+		}
+	}
+	base := "http://" + col.endpoints["extensions.rca.endpoint"]
+	var listed struct {
+		Requests []struct {
+			ReqID string `json:"req_id"`
+		} `json:"requests"`
+	}
+	var id string
+	for deadline := time.Now().Add(90 * time.Second); id == "" && time.Now().Before(deadline); time.Sleep(time.Second) {
+		getJSON(t, base+"/api/failing", &listed)
+		for _, r := range listed.Requests {
+			if _, ok := missing[r.ReqID]; ok {
+				id = r.ReqID
+				break
+			}
+		}
+	}
+	if id == "" {
+		t.Fatalf("none of the %d failing requests listed lost a field by the ground truth", len(listed.Requests))
+	}
+	var cmp struct {
+		Good        string `json:"good"`
+		Differences []struct {
+			Kind, Stage, Field string
+		} `json:"differences"`
+	}
+	getJSON(t, base+"/api/requests/"+url.PathEscape(id)+"/compare", &cmp)
+	want := missing[id]
+	if cmp.Good == "" || len(cmp.Differences) == 0 || cmp.Differences[0].Kind != "missing" ||
+		cmp.Differences[0].Field != want.Attribute || cmp.Differences[0].Stage != want.Stage {
+		t.Errorf("comparing %s with %q: first differences %+v; want %s missing at %s first", id, cmp.Good,
+			cmp.Differences[:min(len(cmp.Differences), 3)], want.Attribute, want.Stage)
+	}
+	if page := getBody(t, base+"/requests/"+url.PathEscape(id)+"/compare"); !strings.Contains(page, `<tr class="missing">`) {
+		t.Error("the comparison page does not call the missing field out")
 	}
 }
