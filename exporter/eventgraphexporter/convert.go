@@ -2,6 +2,7 @@ package eventgraphexporter
 
 import (
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -12,6 +13,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
 	"github.com/loom-otel/loom/internal/eventgraph"
+	"github.com/loom-otel/loom/internal/extract"
 	"github.com/loom-otel/loom/internal/failure"
 	"github.com/loom-otel/loom/internal/golden"
 )
@@ -179,13 +181,23 @@ func (r *record) fields(attrs, resource pcommon.Map) {
 		e.AsyncOf = r.reference(v.AsString())
 	}
 	r.causes(attrs)
+	var names []string
 	for k, v := range attrs.All() {
 		switch {
 		case k == string(semconv.ErrorTypeKey):
 			r.attr(k, r.text(v.AsString()))
 		case golden.IsResourceUsage(k), golden.IsOutcomeAttr(k):
 			r.attr(k, r.value(v))
+		case modeled[k], golden.IsLoomAttr(k):
+		default:
+			if len(names) < eventgraph.MaxFields {
+				names = append(names, r.text(extract.TruncateUTF8(k, 128)))
+			}
 		}
+	}
+	if len(names) > 0 {
+		slices.Sort(names)
+		r.attr(eventgraph.FieldsAttr, names)
 	}
 	if verdict, ok := failure.FromAttributes(attrs); ok && verdict.Failed {
 		reasons := make([]string, len(verdict.Reasons))
@@ -195,6 +207,10 @@ func (r *record) fields(attrs, resource pcommon.Map) {
 		r.attr(failure.ReasonsAttr, reasons)
 	}
 }
+
+// modeled are the attributes the event holds in fields of its own.
+var modeled = map[string]bool{golden.ReqID: true, golden.Stage: true, golden.ModelVer: true, golden.InputHash: true,
+	golden.GPUID: true, golden.TraceID: true, golden.SpanID: true}
 
 func (r *record) resourceText(resource pcommon.Map, name string) string {
 	if v, ok := resource.Get(name); ok {

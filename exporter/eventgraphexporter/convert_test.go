@@ -66,7 +66,7 @@ func TestConvertLog(t *testing.T) {
 		a.PutDouble(golden.LatencyMs, 4200.5)
 		a.PutBool(golden.ValidAttr, false)
 		a.PutEmptySlice(golden.MissingAttr).AppendEmpty().SetStr(golden.InputHash)
-		a.PutStr("http.route", "/v1/chat") // not a golden fact: not kept
+		a.PutStr("http.route", "/v1/chat") // not a golden fact: its name is kept, not its value
 		a.PutStr(golden.StitchAsyncOf, rootID)
 		parents := a.PutEmptySlice(golden.CausalParents)
 		parents.AppendEmpty().SetStr(causeID + ":caused_timeout")
@@ -83,7 +83,7 @@ func TestConvertLog(t *testing.T) {
 		Causes: []eventgraph.Cause{{EventID: causeID, Type: "caused_timeout", Rule: "gpu_oom_cause_timeout"}},
 		Attrs: map[string]any{
 			golden.GPUMemMb: 10200.0, golden.LatencyMs: 4200.5, golden.ValidAttr: false,
-			golden.MissingAttr: []string{golden.InputHash},
+			golden.MissingAttr: []string{golden.InputHash}, eventgraph.FieldsAttr: []string{"http.route"},
 		},
 	}, events[0])
 	assert.Equal(t, convStats{edges: 3}, st, "a cause, an async root and the enclosing span")

@@ -45,6 +45,13 @@ var differenceOrder = []string{"missing", "differs", "place_missing", "extra", "
 // identityFields differ between any two requests: never a difference.
 var identityFields = map[string]bool{"req_id": true, "trace_id": true, "span_id": true, "input_hash": true, "event.id": true}
 
+// ignoredField: identities, and the bookkeeping of Loom's own components
+// (validation, derived fields), which say how a record was read, not what
+// the request did.
+func ignoredField(name string) bool {
+	return identityFields[name] || strings.HasPrefix(name, "golden.")
+}
+
 func (h *handler) loadComparison(r *http.Request) (*comparisonView, error) {
 	bad, err := h.loadRequest(r)
 	if err != nil {
@@ -187,18 +194,24 @@ func diffRequests(bad, good []eventgraph.Event) []difference {
 			out = append(out, difference{Kind: "place_missing", Service: p.service, Stage: p.stage})
 			continue
 		}
+		if p.stage == "" {
+			continue // the records without a stage are no one place: their fields are not compared
+		}
 		g := goodFields[p]
 		for _, name := range sortedKeys(g) {
+			if ignoredField(name) {
+				continue
+			}
 			bv, present := b[name]
 			switch {
 			case !present:
 				out = append(out, difference{Kind: "missing", Service: p.service, Stage: p.stage, Field: name, Good: g[name]})
-			case !identityFields[name] && differs(bv, g[name]):
+			case differs(bv, g[name]):
 				out = append(out, difference{Kind: "differs", Service: p.service, Stage: p.stage, Field: name, Bad: bv, Good: g[name]})
 			}
 		}
 		for _, name := range sortedKeys(b) {
-			if _, present := g[name]; !present {
+			if _, present := g[name]; !present && !ignoredField(name) {
 				out = append(out, difference{Kind: "extra", Service: p.service, Stage: p.stage, Field: name, Bad: b[name]})
 			}
 		}
@@ -214,8 +227,12 @@ func diffRequests(bad, good []eventgraph.Event) []difference {
 	return out
 }
 
+// present stands for the value of a field whose name alone the graph keeps.
+const present = "(present)"
+
 // fieldsByPlace gathers each place's fields: its events' attributes and the
-// golden fields under their record names, the first value of each.
+// golden fields under their record names, the first value of each, and the
+// names of the other fields its records carried.
 func fieldsByPlace(events []eventgraph.Event) (map[place]map[string]any, []place) {
 	fields := map[place]map[string]any{}
 	var order []place
@@ -229,8 +246,14 @@ func fieldsByPlace(events []eventgraph.Event) (map[place]map[string]any, []place
 			order = append(order, p)
 		}
 		for k, v := range viewEvent(e).Attributes {
-			if _, seen := f[k]; !seen && k != "status" && k != "severity_number" && k != "severity_text" {
+			if _, seen := f[k]; !seen && k != "status" && k != "severity_number" && k != "severity_text" && k != eventgraph.FieldsAttr {
 				f[k] = v
+			}
+		}
+		names, _ := e.Attrs[eventgraph.FieldsAttr].([]string)
+		for _, name := range names {
+			if _, seen := f[name]; !seen {
+				f[name] = present
 			}
 		}
 	}

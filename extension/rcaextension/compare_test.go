@@ -27,8 +27,9 @@ func renderRequest(n int, at time.Time, withDigest bool, input string) []eventgr
 	decode := map[string]any{"resource_usage.latency_ms": 40.0}
 	stored := map[string]any{"bytes.stored": 2_000_000.0}
 	if withDigest {
-		decode["img.digest"] = "sha1:ab"
+		decode[eventgraph.FieldsAttr] = []string{"img.digest", "img.steps"}
 	} else {
+		decode[eventgraph.FieldsAttr] = []string{"img.steps"}
 		stored["bytes.stored"] = 0.0
 	}
 	trace := fmt.Sprintf("t%d", n)
@@ -66,7 +67,7 @@ func TestCompareWithTheNearestHealthyRequest(t *testing.T) {
 	assert.Equal(t, "req-1746792000003-000003", got.Good)
 	assert.Equal(t, []string{"the same places in the same order", "the same input_hash", "the same model_ver", "3.00 s apart"}, got.Match)
 	require.NotEmpty(t, got.Differences)
-	assert.Equal(t, difference{Kind: "missing", Service: "painter", Stage: "decode", Field: "img.digest", Good: "sha1:ab"}, got.Differences[0],
+	assert.Equal(t, difference{Kind: "missing", Service: "painter", Stage: "decode", Field: "img.digest", Good: present}, got.Differences[0],
 		"the field the failure stopped writing comes first")
 	assert.Contains(t, got.Differences, difference{Kind: "differs", Service: "vault", Stage: "store", Field: "bytes.stored", Bad: 0.0, Good: 2e6})
 	for _, d := range got.Differences {

@@ -67,6 +67,15 @@ type Event struct {
 // writer cut to its size bound (the stores' text limit, not the record's).
 const TruncatedAttr = "eventgraph.truncated"
 
+// FieldsAttr lists, on an event, the names of the attributes its record
+// carried (not Loom's own; at most MaxFields, sorted): the values stay out of
+// the graph, and a field one request's records carry and another's lack
+// still shows.
+const FieldsAttr = "eventgraph.fields"
+
+// MaxFields bounds the names FieldsAttr lists.
+const MaxFields = 64
+
 // Cause is one causal.parents entry: the event that caused this one, by which rule.
 type Cause struct {
 	EventID string

@@ -377,11 +377,10 @@ func (a *driftAttr) value(v []byte) *driftValue {
 // they are never outcomes of the service, and some depend on timing.
 func skipAttribute(k string) bool {
 	switch k {
-	case golden.ReqID, golden.InputHash, golden.ModelVer, golden.Stage, golden.EventID, golden.TraceID, golden.SpanID,
-		golden.StitchDetached, golden.StitchAsyncOf, golden.CausalParents, golden.CausalRules, VerdictAttr, ReasonsAttr:
+	case golden.ReqID, golden.InputHash, golden.ModelVer, golden.Stage, golden.TraceID, golden.SpanID:
 		return true
 	}
-	return strings.HasPrefix(k, "golden.") || strings.HasPrefix(k, "sampling.") || strings.HasPrefix(k, "schema.drift")
+	return golden.IsLoomAttr(k)
 }
 
 // maxOutcomeLen bounds the strings taken for outcome values: longer ones are text.

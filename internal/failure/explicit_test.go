@@ -116,3 +116,9 @@ func TestNamesPlace(t *testing.T) {
 	healthy.Annotate(attrs)
 	assert.False(t, NamesPlace(attrs, "renderer", "render/finish"), "a healthy request")
 }
+
+// The verdict's attributes are Loom's own: no detector reads them as the service's.
+func TestVerdictAttributesAreLoomsOwn(t *testing.T) {
+	assert.True(t, golden.IsLoomAttr(VerdictAttr))
+	assert.True(t, golden.IsLoomAttr(ReasonsAttr))
+}

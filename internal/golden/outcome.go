@@ -1,6 +1,10 @@
 package golden
 
-import "go.opentelemetry.io/collector/pdata/pcommon"
+import (
+	"strings"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+)
 
 // Validation outcome attributes: every record that passed a validating component
 // says whether it honours the contract, and if not, why.
@@ -63,4 +67,16 @@ func Filled(attrs pcommon.Map, field string) {
 	_, stillMissing := attrs.Get(MissingAttr)
 	_, invalid := attrs.Get(InvalidAttr)
 	attrs.PutBool(ValidAttr, !stillMissing && !invalid)
+}
+
+// IsLoomAttr reports whether Loom's own components wrote k (identity,
+// stitching, causal edges, validation, sampling, the failure verdict, schema
+// drift marks): it describes how a record was read, never what the service
+// did.
+func IsLoomAttr(k string) bool {
+	switch k {
+	case EventID, CausalParents, CausalRules, StitchDetached, StitchAsyncOf, "request.failed", "request.failure.reasons":
+		return true
+	}
+	return strings.HasPrefix(k, "golden.") || strings.HasPrefix(k, "sampling.") || strings.HasPrefix(k, "schema.drift")
 }
