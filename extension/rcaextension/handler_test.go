@@ -30,7 +30,7 @@ const (
 // openStore writes the conformance fixture (a failing request with a cause
 // and async work, a healthy one), a hostile request and the verdict's
 // reasons into a real embedded store.
-func openStore(t *testing.T) eventgraph.Backend {
+func openStore(t testing.TB) eventgraph.Backend {
 	t.Helper()
 	ctx := context.Background()
 	store, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "graph.db"), sqlitestore.Options{})
@@ -58,7 +58,7 @@ func withAttr(m map[string]any, k string, v any) map[string]any {
 
 // serve runs the handler over store (nil: no eventgraph exporter running),
 // its clock a minute after the fixture.
-func serve(t *testing.T, store eventgraph.Store) *httptest.Server {
+func serve(t testing.TB, store eventgraph.Store) *httptest.Server {
 	cfg := createDefaultConfig().(*Config)
 	lookup := func() (eventgraph.Store, bool) { return store, store != nil }
 	srv := httptest.NewServer(newHandler(cfg, lookup, func() time.Time { return storetest.T0.Add(time.Minute) }))
