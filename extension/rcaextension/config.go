@@ -16,6 +16,8 @@ type Config struct {
 	Server confighttp.ServerConfig `mapstructure:",squash"`
 	// Graph is the eventgraph exporter whose graph is read.
 	Graph component.ID `mapstructure:"graph"`
+	// Sampler is the reqsampling processor whose input_hash failure map is shown.
+	Sampler component.ID `mapstructure:"sampler"`
 	// Window is how far back the page looks when a view names no window.
 	Window time.Duration `mapstructure:"window"`
 	// MaxWindow bounds the window a query may ask for.

@@ -36,6 +36,7 @@ func TestLoadConfig(t *testing.T) {
 	require.NoError(t, confmap.Validate(custom))
 	assert.Equal(t, "127.0.0.1:14320", custom.Server.NetAddr.Endpoint)
 	assert.Equal(t, component.MustNewIDWithName("eventgraph", "neo4j"), custom.Graph)
+	assert.Equal(t, component.MustNewIDWithName("reqsampling", "gateway"), custom.Sampler)
 	assert.Equal(t, time.Hour, custom.Window)
 	assert.Equal(t, 48*time.Hour, custom.MaxWindow)
 	assert.Equal(t, 50, custom.MaxRequests)

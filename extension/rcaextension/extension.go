@@ -32,7 +32,7 @@ func newExtension(cfg *Config, set extension.Settings) *rcaExtension {
 }
 
 func (x *rcaExtension) Start(ctx context.Context, host component.Host) error {
-	h := newHandler(x.cfg, x.lookupStore, time.Now)
+	h := newHandler(x.cfg, x.lookupStore, lookupFailureMap(x.cfg), time.Now)
 	ln, err := x.cfg.Server.ToListener(ctx)
 	if err != nil {
 		return err

@@ -26,6 +26,7 @@ func createDefaultConfig() component.Config {
 	return &Config{
 		Server:      server,
 		Graph:       component.MustNewID("eventgraph"),
+		Sampler:     component.MustNewID("reqsampling"),
 		Window:      15 * time.Minute,
 		MaxWindow:   24 * time.Hour,
 		MaxRequests: 200,

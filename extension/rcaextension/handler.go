@@ -12,6 +12,7 @@ import (
 
 	"github.com/loom-otel/loom/internal/eventgraph"
 	"github.com/loom-otel/loom/internal/failure"
+	"github.com/loom-otel/loom/processor/reqsamplingprocessor"
 )
 
 // maxReqIDBytes bounds a req_id in a path: reqidstitch never indexes longer ones.
@@ -19,17 +20,22 @@ const maxReqIDBytes = 256
 
 // handler answers the page's and the API's requests from the event graph.
 type handler struct {
-	cfg   *Config
-	store func() (eventgraph.Store, bool)
-	now   func() time.Time
-	mux   *http.ServeMux
+	cfg        *Config
+	store      func() (eventgraph.Store, bool)
+	failureMap func() (reqsamplingprocessor.FailureMap, bool)
+	now        func() time.Time
+	mux        *http.ServeMux
 }
 
-func newHandler(cfg *Config, store func() (eventgraph.Store, bool), now func() time.Time) *handler {
-	h := &handler{cfg: cfg, store: store, now: now, mux: http.NewServeMux()}
+func newHandler(cfg *Config, store func() (eventgraph.Store, bool), failureMap func() (reqsamplingprocessor.FailureMap, bool),
+	now func() time.Time,
+) *handler {
+	h := &handler{cfg: cfg, store: store, failureMap: failureMap, now: now, mux: http.NewServeMux()}
 	h.mux.HandleFunc("GET /api/requests/{req_id}", h.apiRequest)
 	h.mux.HandleFunc("GET /api/requests/{req_id}/compare", h.apiCompare)
 	h.mux.HandleFunc("GET /api/failing", h.apiFailing)
+	h.mux.HandleFunc("GET /api/inputs", h.apiInputs)
+	h.mux.HandleFunc("GET /inputs", h.pageInputs)
 	h.mux.HandleFunc("GET /requests/{req_id}", h.pageRequest)
 	h.mux.HandleFunc("GET /requests/{req_id}/compare", h.pageCompare)
 	h.mux.HandleFunc("GET /{$}", h.pageOverview)

@@ -61,7 +61,7 @@ func withAttr(m map[string]any, k string, v any) map[string]any {
 func serve(t testing.TB, store eventgraph.Store) *httptest.Server {
 	cfg := createDefaultConfig().(*Config)
 	lookup := func() (eventgraph.Store, bool) { return store, store != nil }
-	srv := httptest.NewServer(newHandler(cfg, lookup, func() time.Time { return storetest.T0.Add(time.Minute) }))
+	srv := httptest.NewServer(newHandler(cfg, lookup, lookupFailureMap(cfg), func() time.Time { return storetest.T0.Add(time.Minute) }))
 	t.Cleanup(srv.Close)
 	return srv
 }

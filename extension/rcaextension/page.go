@@ -18,6 +18,7 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 	"apiPath":     func(id string) string { return "/api/requests/" + url.PathEscape(id) },
 	"clock":       func(t time.Time) string { return t.UTC().Format("15:04:05.000") },
 	"stamp":       func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"percent":     func(share float64) float64 { return 100 * share },
 	"attrNames": func(m map[string]any) []string {
 		names := make([]string, 0, len(m))
 		for k := range m {

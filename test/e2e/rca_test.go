@@ -81,6 +81,20 @@ func TestRCAPageFromTheCollector(t *testing.T) {
 	if overview := getBody(t, base+"/"); !strings.Contains(overview, url.PathEscape(id)) {
 		t.Errorf("the overview does not link to %s", id)
 	}
+	// The input map is the running reqsampling processor's.
+	var inputs struct {
+		Buckets []struct {
+			Requests int `json:"requests"`
+		} `json:"buckets"`
+	}
+	getJSON(t, base+"/api/inputs", &inputs)
+	decided := 0
+	for _, b := range inputs.Buckets {
+		decided += b.Requests
+	}
+	if decided < len(truths)/2 {
+		t.Errorf("the input map counts %d decided requests of the %d sent", decided, len(truths))
+	}
 }
 
 func getBody(t *testing.T, u string) string {
