@@ -120,10 +120,12 @@ test: lint unit fuzz e2e
 
 # The event graph's tests run a real Neo4j (Java 17 + Maven): fetch and build its
 # launcher once, so that test binaries start it offline. The dashboards' test
-# evaluates their queries in Debian's Prometheus.
+# evaluates their queries in Debian's Prometheus; the rca page's e2e drives
+# Debian's Chromium.
 test-deps:
 	test/neo4j/prepare.sh
 	command -v prometheus >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus; }
+	command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; }
 
 unit: test-deps tracefs
 	$(GO) test -count=1 ./...

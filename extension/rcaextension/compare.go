@@ -34,6 +34,7 @@ type difference struct {
 	Kind    string `json:"kind"`
 	Service string `json:"service.name"`
 	Stage   string `json:"stage"`
+	Event   string `json:"event"` // the kind of event at the place: log or span
 	Field   string `json:"field,omitempty"`
 	Bad     any    `json:"bad,omitempty"`
 	Good    any    `json:"good,omitempty"`
@@ -191,7 +192,7 @@ func diffRequests(bad, good []eventgraph.Event) []difference {
 	for _, p := range goodOrder {
 		b, ok := badFields[p]
 		if !ok {
-			out = append(out, difference{Kind: "place_missing", Service: p.service, Stage: p.stage})
+			out = append(out, difference{Kind: "place_missing", Service: p.service, Stage: p.stage, Event: string(p.kind)})
 			continue
 		}
 		if p.stage == "" {
@@ -205,20 +206,20 @@ func diffRequests(bad, good []eventgraph.Event) []difference {
 			bv, present := b[name]
 			switch {
 			case !present:
-				out = append(out, difference{Kind: "missing", Service: p.service, Stage: p.stage, Field: name, Good: g[name]})
+				out = append(out, difference{Kind: "missing", Service: p.service, Stage: p.stage, Event: string(p.kind), Field: name, Good: g[name]})
 			case differs(bv, g[name]):
-				out = append(out, difference{Kind: "differs", Service: p.service, Stage: p.stage, Field: name, Bad: bv, Good: g[name]})
+				out = append(out, difference{Kind: "differs", Service: p.service, Stage: p.stage, Event: string(p.kind), Field: name, Bad: bv, Good: g[name]})
 			}
 		}
 		for _, name := range sortedKeys(b) {
 			if _, present := g[name]; !present && !ignoredField(name) {
-				out = append(out, difference{Kind: "extra", Service: p.service, Stage: p.stage, Field: name, Bad: b[name]})
+				out = append(out, difference{Kind: "extra", Service: p.service, Stage: p.stage, Event: string(p.kind), Field: name, Bad: b[name]})
 			}
 		}
 	}
 	for _, p := range badOrder {
 		if _, ok := goodFields[p]; !ok {
-			out = append(out, difference{Kind: "place_extra", Service: p.service, Stage: p.stage})
+			out = append(out, difference{Kind: "place_extra", Service: p.service, Stage: p.stage, Event: string(p.kind)})
 		}
 	}
 	slices.SortStableFunc(out, func(a, b difference) int {

@@ -67,9 +67,9 @@ func TestCompareWithTheNearestHealthyRequest(t *testing.T) {
 	assert.Equal(t, "req-1746792000003-000003", got.Good)
 	assert.Equal(t, []string{"the same places in the same order", "the same input_hash", "the same model_ver", "3.00 s apart"}, got.Match)
 	require.NotEmpty(t, got.Differences)
-	assert.Equal(t, difference{Kind: "missing", Service: "painter", Stage: "decode", Field: "img.digest", Good: present}, got.Differences[0],
+	assert.Equal(t, difference{Kind: "missing", Service: "painter", Stage: "decode", Event: "span", Field: "img.digest", Good: present}, got.Differences[0],
 		"the field the failure stopped writing comes first")
-	assert.Contains(t, got.Differences, difference{Kind: "differs", Service: "vault", Stage: "store", Field: "bytes.stored", Bad: 0.0, Good: 2e6})
+	assert.Contains(t, got.Differences, difference{Kind: "differs", Service: "vault", Stage: "store", Event: "log", Field: "bytes.stored", Bad: 0.0, Good: 2e6})
 	for _, d := range got.Differences {
 		assert.NotEqual(t, "resource_usage.latency_ms", d.Field, "the same latency does not differ")
 		assert.NotEqual(t, "req_id", d.Field, "identity never differs")

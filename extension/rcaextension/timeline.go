@@ -2,6 +2,7 @@ package rcaextension
 
 import (
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/loom-otel/loom/internal/eventgraph"
@@ -154,7 +155,7 @@ func latest(t time.Time, more ...time.Time) time.Time {
 
 func formatOffset(d time.Duration) string {
 	if d < time.Second {
-		return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', -1, 64) + " ms"
+		return strings.TrimSuffix(strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 1, 64), ".0") + " ms"
 	}
 	return strconv.FormatFloat(d.Seconds(), 'f', 2, 64) + " s"
 }

@@ -1,0 +1,133 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/loom-otel/loom/internal/workload"
+)
+
+// TestRCAPageInABrowser opens the rca page of the built collector in a real
+// headless Chromium, as an on-call engineer would after sending S1–S3: from
+// the failing requests to one of them, its reasons and timeline, then to its
+// comparison with the nearest healthy request. Screenshots go to
+// bin/artifacts/rca (LOOM_ARTIFACTS overrides the folder).
+func TestRCAPageInABrowser(t *testing.T) {
+	browser, err := findChromium()
+	if err != nil {
+		t.Fatal(err) // `make test-deps` installs Debian's chromium
+	}
+	col := startCollector(t, "distribution/config.yaml", withEdits())
+	_, truths := sendWorkload(t, col, workload.GRPC, workload.Config{
+		Scenarios: []workload.Scenario{workload.S1, workload.S2, workload.S3}, Affected: 0.2, Requests: 600, Seed: 9,
+	})
+	failed := map[string]bool{}
+	for _, tr := range truths {
+		failed[tr.ReqID] = tr.Failed
+	}
+	base := "http://" + col.endpoints["extensions.rca.endpoint"]
+	var listed struct {
+		Requests []struct {
+			ReqID string `json:"req_id"`
+		} `json:"requests"`
+	}
+	for deadline := time.Now().Add(90 * time.Second); len(listed.Requests) < 20 && time.Now().Before(deadline); time.Sleep(time.Second) {
+		getJSON(t, base+"/api/failing", &listed)
+	}
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(browser), chromedp.NoSandbox, chromedp.WindowSize(1400, 1000))
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	browserCtx, cancel := chromedp.NewContext(allocCtx)
+	defer cancel()
+	// The first run starts the browser, which lives as long as its context:
+	// only the steps after it have a timeout.
+	if err := chromedp.Do(browserCtx, chromedp.Navigate(base+"/")); err != nil {
+		t.Fatalf("starting %s: %v", browser, err)
+	}
+	ctx, cancelTimeout := context.WithTimeout(browserCtx, 2*time.Minute)
+	defer cancelTimeout()
+
+	artifacts := artifactsDir(t)
+	var first, reqID, reasons, differences string
+	var overview, request, compare []byte
+	err = chromedp.Do(ctx,
+		chromedp.WaitVisible(`table a.mono`),
+		into(&first, chromedp.Text(`table a.mono`)),
+		into(&overview, chromedp.FullScreenshot(100)),
+		chromedp.Click(`table a.mono`),
+		chromedp.WaitVisible(`svg.timeline`),
+		into(&reqID, chromedp.Text(`h1 .mono`)),
+		into(&reasons, chromedp.Text(`ul.reasons`)),
+		into(&request, chromedp.FullScreenshot(100)),
+		chromedp.Click(`#compare`),
+		chromedp.WaitVisible(`main h1`),
+		into(&differences, chromedp.Text(`main`)),
+		into(&compare, chromedp.FullScreenshot(100)),
+	)
+	if err != nil {
+		t.Fatalf("driving the page: %v\ncollector log:\n%s", err, col.log())
+	}
+	for name, shot := range map[string][]byte{"overview.png": overview, "request.png": request, "compare.png": compare} {
+		if err := os.WriteFile(filepath.Join(artifacts, name), shot, 0o600); err != nil {
+			t.Error(err)
+		}
+	}
+	t.Logf("screenshots in %s", artifacts)
+	if strings.TrimSpace(first) != strings.TrimSpace(reqID) {
+		t.Errorf("clicked %q, landed on %q", first, reqID)
+	}
+	if !failed[strings.TrimSpace(reqID)] {
+		t.Errorf("the first request the page lists, %s, did not fail by the ground truth", reqID)
+	}
+	if strings.TrimSpace(reasons) == "" {
+		t.Error("the request's page shows no reason")
+	}
+	if !strings.Contains(differences, "beside healthy") && !strings.Contains(differences, "no healthy request near") {
+		t.Errorf("the comparison page shows neither a healthy request nor why there is none:\n%s", differences)
+	}
+}
+
+func findChromium() (string, error) {
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
+			if p := filepath.Join(dir, name); isExecutable(p) {
+				return p, nil
+			}
+		}
+	}
+	return "", os.ErrNotExist
+}
+
+func isExecutable(p string) bool {
+	info, err := os.Stat(p)
+	return err == nil && !info.IsDir() && info.Mode()&0o111 != 0
+}
+
+func artifactsDir(t *testing.T) string {
+	dir := os.Getenv("LOOM_ARTIFACTS")
+	if dir == "" {
+		dir = filepath.Join(repoRoot, "bin", "artifacts", "rca")
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// into runs a and keeps its value in dst, so that several steps run in one Do.
+func into[T any](dst *T, a chromedp.Action[T]) chromedp.Action[chromedp.Void] {
+	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		v, err := a(ctx, t)
+		*dst = v
+		return chromedp.Void{}, err
+	}
+}
