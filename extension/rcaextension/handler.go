@@ -228,9 +228,35 @@ func (h *handler) apiRequest(w http.ResponseWriter, r *http.Request) {
 
 // failingView lists the failing requests of a window, newest first.
 type failingView struct {
-	Window    windowView    `json:"window"`
+	Window windowView `json:"window"`
+	// Failing counts the window's failing requests; Intervals spreads them
+	// over the window by first event.
+	Failing   int           `json:"failing"`
+	Intervals []interval    `json:"intervals"`
 	Requests  []requestItem `json:"requests"`
 	Truncated bool          `json:"truncated"`
+}
+
+// interval is one slice of a window and the failing requests that began in it.
+type interval struct {
+	From    time.Time `json:"from"`
+	Failing int       `json:"failing"`
+}
+
+// intervals is how many slices a window's chart has.
+const intervals = 30
+
+func spread(from, to time.Time, requests []eventgraph.Request) []interval {
+	step := to.Sub(from) / intervals
+	out := make([]interval, intervals)
+	for i := range out {
+		out[i].From = from.Add(time.Duration(i) * step)
+	}
+	for _, r := range requests {
+		i := int(r.First.Sub(from) / max(step, 1))
+		out[min(max(i, 0), intervals-1)].Failing++
+	}
+	return out
 }
 
 type windowView struct {
@@ -258,7 +284,7 @@ func (h *handler) loadFailing(r *http.Request) (*failingView, error) {
 		return nil, err
 	}
 	slices.SortFunc(failed, func(a, b eventgraph.Request) int { return b.First.Compare(a.First) })
-	v := &failingView{Window: windowView{from, to}, Requests: []requestItem{}}
+	v := &failingView{Window: windowView{from, to}, Failing: len(failed), Intervals: spread(from, to, failed), Requests: []requestItem{}}
 	if len(failed) > h.cfg.MaxRequests {
 		failed, v.Truncated = failed[:h.cfg.MaxRequests], true
 	}

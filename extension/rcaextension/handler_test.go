@@ -157,6 +157,9 @@ func TestAPIFailing(t *testing.T) {
 	assert.Equal(t, hostileID, got.Requests[0].ReqID, "newest first")
 	assert.Equal(t, storetest.ReqFailing, got.Requests[1].ReqID)
 	assert.Equal(t, storetest.T0.Add(time.Minute-15*time.Minute), got.Window.From.UTC())
+	assert.Equal(t, 2, got.Failing)
+	require.Len(t, got.Intervals, intervals)
+	assert.Equal(t, 2, got.Intervals[28].Failing, "both began 14 minutes into the window (at T0)")
 
 	status, _, body = get(t, srv, "/api/failing?from="+storetest.T0.Add(2*time.Minute).Format(time.RFC3339)+"&to="+
 		storetest.T0.Add(3*time.Minute).Format(time.RFC3339))
@@ -171,6 +174,8 @@ func TestPages(t *testing.T) {
 	assert.Equal(t, "text/html; charset=utf-8", header.Get("Content-Type"))
 	assert.Contains(t, header.Get("Content-Security-Policy"), "default-src 'none'")
 	assert.Contains(t, body, `href="/requests/`+storetest.ReqFailing+`"`)
+	assert.Contains(t, body, `<svg id="failing-chart"`)
+	assert.Contains(t, body, "<strong>2</strong> failing requests")
 
 	status, _, body = get(t, srv, "/requests/"+storetest.ReqFailing)
 	require.Equal(t, http.StatusOK, status, body)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -29,10 +30,43 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 	},
 }).ParseFS(templateFiles, "templates/*.html"))
 
-// overviewPage is the first screen: the failing requests of the window.
+// overviewPage is the first screen: the failing requests of the window,
+// over time and newest first.
 type overviewPage struct {
 	Failing *failingView
 	Window  time.Duration
+	Chart   chart
+}
+
+// chart draws a window's failing requests per interval as bars.
+type chart struct {
+	Width, Height int
+	Bars          []chartBar
+	Max           int
+	From, To      string
+}
+
+type chartBar struct {
+	X, Y, W, H int
+	Title      string
+}
+
+func drawChart(v *failingView) chart {
+	const width, height, top = 900, 120, 14
+	c := chart{Width: width, Height: height + 18, From: v.Window.From.UTC().Format("15:04:05"), To: v.Window.To.UTC().Format("15:04:05")}
+	for _, in := range v.Intervals {
+		c.Max = max(c.Max, in.Failing)
+	}
+	w := width / max(len(v.Intervals), 1)
+	for i, in := range v.Intervals {
+		h := 0
+		if c.Max > 0 {
+			h = (height - top) * in.Failing / c.Max
+		}
+		c.Bars = append(c.Bars, chartBar{X: i * w, Y: height - h, W: w - 2, H: h,
+			Title: in.From.UTC().Format("15:04:05") + ": " + strconv.Itoa(in.Failing) + " failing"})
+	}
+	return c
 }
 
 // requestPage is one request: its verdict, its timeline and its events.
@@ -47,7 +81,7 @@ func (h *handler) pageOverview(w http.ResponseWriter, r *http.Request) {
 		writePageError(w, err)
 		return
 	}
-	render(w, "overview.html", overviewPage{Failing: v, Window: v.Window.To.Sub(v.Window.From)})
+	render(w, "overview.html", overviewPage{Failing: v, Window: v.Window.To.Sub(v.Window.From), Chart: drawChart(v)})
 }
 
 func (h *handler) pageRequest(w http.ResponseWriter, r *http.Request) {
