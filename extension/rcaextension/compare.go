@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/loom-otel/loom/internal/eventgraph"
+	"github.com/loom-otel/loom/internal/golden"
 )
 
 // maxCandidates bounds the healthy requests read to find the nearest one.
@@ -233,7 +234,9 @@ const present = "(present)"
 
 // fieldsByPlace gathers each place's fields: its events' attributes and the
 // golden fields under their record names, the first value of each, and the
-// names of the other fields its records carried.
+// names of the other fields its records carried. A field reqidstitch gave a
+// record from its request's other records (golden.derived) is not the
+// record's: whether it is there depends on the order records arrived in.
 func fieldsByPlace(events []eventgraph.Event) (map[place]map[string]any, []place) {
 	fields := map[place]map[string]any{}
 	var order []place
@@ -246,8 +249,10 @@ func fieldsByPlace(events []eventgraph.Event) (map[place]map[string]any, []place
 			fields[p] = f
 			order = append(order, p)
 		}
+		derived, _ := e.Attrs[golden.DerivedAttr].([]string)
 		for k, v := range viewEvent(e).Attributes {
-			if _, seen := f[k]; !seen && k != "status" && k != "severity_number" && k != "severity_text" && k != eventgraph.FieldsAttr {
+			if _, seen := f[k]; !seen && k != "status" && k != "severity_number" && k != "severity_text" &&
+				k != eventgraph.FieldsAttr && !slices.Contains(derived, k) {
 				f[k] = v
 			}
 		}

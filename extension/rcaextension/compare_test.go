@@ -16,6 +16,7 @@ import (
 	"github.com/loom-otel/loom/internal/eventgraph"
 	"github.com/loom-otel/loom/internal/eventgraph/sqlitestore"
 	"github.com/loom-otel/loom/internal/eventgraph/storetest"
+	"github.com/loom-otel/loom/internal/golden"
 )
 
 // renderRequest is a request of an image service: a route span, a decode
@@ -32,6 +33,9 @@ func renderRequest(n int, at time.Time, withDigest bool, input string) []eventgr
 		decode[eventgraph.FieldsAttr] = []string{"img.steps"}
 		stored["bytes.stored"] = 0.0
 	}
+	if withDigest { // given from the request's other records: never a difference
+		stored[golden.DerivedAttr] = []string{golden.ModelVer}
+	}
 	trace := fmt.Sprintf("t%d", n)
 	return []eventgraph.Event{
 		{ID: ev(1), Kind: eventgraph.KindSpan, Time: at, End: at.Add(90 * time.Millisecond), ReqID: id, Stage: "route", Service: "front",
@@ -40,8 +44,15 @@ func renderRequest(n int, at time.Time, withDigest bool, input string) []eventgr
 			Stage: "decode", Service: "painter", ModelVer: "sdxl-v1.0", Name: "decode", TraceID: trace, SpanID: "b", ParentSpanID: "a",
 			Attrs: decode},
 		{ID: ev(3), Kind: eventgraph.KindLog, Time: at.Add(60 * time.Millisecond), ReqID: id, Stage: "store", Service: "vault",
-			Message: "stored", Failed: !withDigest, Attrs: stored},
+			Message: "stored", Failed: !withDigest, Attrs: stored, ModelVer: derivedModel(withDigest)},
 	}
+}
+
+func derivedModel(derived bool) string {
+	if derived {
+		return "sdxl-v1.0"
+	}
+	return ""
 }
 
 func TestCompareWithTheNearestHealthyRequest(t *testing.T) {
@@ -71,6 +82,7 @@ func TestCompareWithTheNearestHealthyRequest(t *testing.T) {
 		"the field the failure stopped writing comes first")
 	assert.Contains(t, got.Differences, difference{Kind: "differs", Service: "vault", Stage: "store", Event: "log", Field: "bytes.stored", Bad: 0.0, Good: 2e6})
 	for _, d := range got.Differences {
+		assert.False(t, d.Field == golden.ModelVer && d.Stage == "store", "a derived field is no difference")
 		assert.NotEqual(t, "resource_usage.latency_ms", d.Field, "the same latency does not differ")
 		assert.NotEqual(t, "req_id", d.Field, "identity never differs")
 	}
