@@ -379,6 +379,8 @@ func skipAttribute(k string) bool {
 	switch k {
 	case golden.ReqID, golden.InputHash, golden.ModelVer, golden.Stage, golden.TraceID, golden.SpanID:
 		return true
+	case golden.LatencyMs: // the latency detector's evidence, judged against its place's quantile
+		return true
 	}
 	return golden.IsLoomAttr(k)
 }

@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
+
+	"github.com/loom-otel/loom/internal/golden"
 )
 
 func defaultDrift(evicted func()) *Drift {
@@ -242,4 +244,16 @@ func TestDriftValueNearTheRareBoundStaysQuiet(t *testing.T) {
 	t.Logf("stationary minorities: %d of %d records flagged, %d of %d values flagged more than 3 times", flagged, seeds*records, pinned, seeds)
 	assert.LessOrEqual(t, float64(flagged), 0.0008*seeds*records)
 	assert.LessOrEqual(t, float64(pinned), 0.05*seeds)
+}
+
+// A duration in the golden latency field is the latency detector's evidence:
+// its tail is never a drifting value.
+func TestDriftLeavesLatencyToTheLatencyDetector(t *testing.T) {
+	d := defaultDrift(func() {})
+	for range 1000 {
+		judge(d, outcome(func(m pcommon.Map) { m.PutDouble(golden.LatencyMs, 3) }))
+	}
+	for range 40 {
+		assert.Empty(t, judge(d, outcome(func(m pcommon.Map) { m.PutDouble(golden.LatencyMs, 900) })))
+	}
 }
