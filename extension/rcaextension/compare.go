@@ -73,14 +73,22 @@ func (h *handler) loadComparison(r *http.Request) (*comparisonView, error) {
 	return v, nil
 }
 
-// nearestHealthy picks, among the healthy requests within half a window of
-// bad, the one that went through the same places in the same order, then
+// nearestHealthy picks, among the healthy requests near bad (within 30
+// seconds, else 2 minutes, else half a window), the one that went through the same places in the same order, then
 // that shares its input and model, then the closest in time.
 func (h *handler) nearestHealthy(ctx context.Context, store eventgraph.Store, bad *requestView) (*requestView, []string, error) {
 	first, last := span(bad.events)
-	healthy, err := store.Requests(ctx, first.Add(-h.cfg.Window/2), last.Add(h.cfg.Window/2), false)
-	if err != nil {
-		return nil, nil, err
+	// Look close first: at busy times the nearest candidates are seconds
+	// away, and a narrow window lists fewer requests.
+	var healthy []eventgraph.Request
+	for _, reach := range []time.Duration{30 * time.Second, 2 * time.Minute, h.cfg.Window / 2} {
+		var err error
+		if healthy, err = store.Requests(ctx, first.Add(-reach), last.Add(reach), false); err != nil {
+			return nil, nil, err
+		}
+		if len(healthy) >= maxCandidates || reach >= h.cfg.Window/2 {
+			break
+		}
 	}
 	distance := func(r eventgraph.Request) time.Duration { return absDuration(r.First.Sub(first)) }
 	slices.SortFunc(healthy, func(a, b eventgraph.Request) int { return int(distance(a) - distance(b)) })

@@ -1,0 +1,91 @@
+package rcaextension
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/loom-otel/loom/internal/eventgraph"
+	"github.com/loom-otel/loom/internal/eventgraph/sqlitestore"
+)
+
+// benchEvents is the size of the embedded store the benchmarks read: the
+// issue's one million events, ten per request over an hour.
+const benchEvents, benchPerRequest = 1_000_000, 10
+
+func benchRequestID(n int) string { return fmt.Sprintf("req-1746792%06d-%06d", n%1_000_000, n) }
+
+// openBenchStore writes the benchmark's store: every 33rd request fails at
+// its fifth event.
+func openBenchStore(b *testing.B) eventgraph.Store {
+	ctx := context.Background()
+	s, err := sqlitestore.Open(ctx, filepath.Join(b.TempDir(), "graph.db"), sqlitestore.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = s.Close(ctx) })
+	services := []string{"edge", "tokenizer", "engine", "filter", "store"}
+	batch := make([]eventgraph.Event, 0, 10_000)
+	for n := range benchEvents / benchPerRequest {
+		at := benchT0.Add(time.Duration(n) * time.Hour / (benchEvents / benchPerRequest))
+		id := benchRequestID(n)
+		for k := range benchPerRequest {
+			e := eventgraph.Event{ID: fmt.Sprintf("%032x", n*benchPerRequest+k), ReqID: id, Service: services[k%5],
+				Stage: services[k%5] + "/step", Time: at.Add(time.Duration(k) * time.Millisecond), TraceID: fmt.Sprintf("t%d", n),
+				ModelVer: "model-v1", InputHash: fmt.Sprintf("%08x", n%5000),
+				Attrs: map[string]any{"resource_usage.latency_ms": float64(k), eventgraph.FieldsAttr: []string{"a.b", "c.d"}}}
+			if k%2 == 0 {
+				e.Kind, e.SpanID, e.End = eventgraph.KindSpan, fmt.Sprintf("s%d", k), e.Time.Add(5*time.Millisecond)
+			} else {
+				e.Kind, e.Message = eventgraph.KindLog, "step done"
+			}
+			e.Failed = n%33 == 0 && k == 5
+			batch = append(batch, e)
+		}
+		if len(batch) == cap(batch) {
+			if err := s.Write(ctx, batch); err != nil {
+				b.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+	return s
+}
+
+var benchT0 = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+
+// BenchmarkEndpoints reports each endpoint's server time over a store of a
+// million events: mean and p95 per request.
+func BenchmarkEndpoints(b *testing.B) {
+	store := openBenchStore(b)
+	cfg := createDefaultConfig().(*Config)
+	h := newHandler(cfg, func() (eventgraph.Store, bool) { return store, true }, lookupFailureMap(cfg),
+		func() time.Time { return benchT0.Add(time.Hour) })
+	failing := benchRequestID(33 * 1000)
+	window := "from=" + benchT0.Add(45*time.Minute).Format(time.RFC3339) + "&to=" + benchT0.Add(time.Hour).Format(time.RFC3339)
+	for _, path := range []string{
+		"/api/requests/" + failing, "/requests/" + failing, "/api/requests/" + failing + "/compare",
+		"/requests/" + failing + "/compare", "/api/failing?" + window, "/?" + window,
+	} {
+		b.Run(path[:min(len(path), 40)], func(b *testing.B) {
+			var took []time.Duration
+			for b.Loop() {
+				req := httptest.NewRequest(http.MethodGet, path, nil)
+				w := httptest.NewRecorder()
+				start := time.Now()
+				h.ServeHTTP(w, req)
+				took = append(took, time.Since(start))
+				if w.Code != http.StatusOK {
+					b.Fatalf("%s: %d %s", path, w.Code, w.Body.String())
+				}
+			}
+			slices.Sort(took)
+			b.ReportMetric(float64(took[len(took)*95/100])/1e6, "p95_ms")
+		})
+	}
+}
