@@ -27,7 +27,8 @@ func FuzzAPI(f *testing.F) {
 			w := httptest.NewRecorder()
 			handler.ServeHTTP(w, req)
 			switch w.Code {
-			case http.StatusOK, http.StatusBadRequest, http.StatusNotFound, http.StatusMovedPermanently:
+			case http.StatusOK, http.StatusBadRequest, http.StatusNotFound,
+				http.StatusMovedPermanently, http.StatusTemporaryRedirect, http.StatusPermanentRedirect: // "." and ".." are cleaned away
 			default:
 				t.Fatalf("GET %s: %d %s", path, w.Code, w.Body.String())
 			}
