@@ -45,7 +45,8 @@ type difference struct {
 var differenceOrder = []string{"missing", "differs", "place_missing", "extra", "place_extra"}
 
 // identityFields differ between any two requests: never a difference.
-var identityFields = map[string]bool{"req_id": true, "trace_id": true, "span_id": true, "input_hash": true, "event.id": true}
+var identityFields = map[string]bool{golden.ReqID: true, golden.TraceID: true, golden.SpanID: true, golden.InputHash: true,
+	golden.EventID: true}
 
 // ignoredField: identities, and the bookkeeping of Loom's own components
 // (validation, derived fields), which say how a record was read, not what
@@ -130,14 +131,6 @@ func (h *handler) nearestHealthy(ctx context.Context, store eventgraph.Store, ba
 	bestMatch = append(bestMatch, formatOffset(distance(bestReq))+" apart")
 	good := &requestView{ReqID: bestReq.ReqID, events: best}
 	return good, bestMatch, nil
-}
-
-func span(events []eventgraph.Event) (first, last time.Time) {
-	first, last = events[0].Time, events[0].Time
-	for i := range events {
-		last = latest(last, events[i].Time, events[i].End)
-	}
-	return first, last
 }
 
 func absDuration(d time.Duration) time.Duration {
@@ -259,7 +252,7 @@ func fieldsByPlace(events []eventgraph.Event) (map[place]map[string]any, []place
 		}
 		derived, _ := e.Attrs[golden.DerivedAttr].([]string)
 		for k, v := range viewEvent(e).Attributes {
-			if _, seen := f[k]; !seen && k != "status" && k != "severity_number" && k != "severity_text" &&
+			if _, seen := f[k]; !seen && k != statusKey && k != severityNumberKey && k != severityTextKey &&
 				k != eventgraph.FieldsAttr && !slices.Contains(derived, k) {
 				f[k] = v
 			}
@@ -301,13 +294,4 @@ func differs(a, b any) bool {
 		return !ok || strings.Join(as, "\x00") != strings.Join(bs, "\x00")
 	}
 	return a != b
-}
-
-func (h *handler) apiCompare(w http.ResponseWriter, r *http.Request) {
-	v, err := h.loadComparison(r)
-	if err != nil {
-		writeJSONError(w, err)
-		return
-	}
-	writeJSON(w, v)
 }

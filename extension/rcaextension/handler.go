@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"net/http"
 	"slices"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/loom-otel/loom/internal/eventgraph"
 	"github.com/loom-otel/loom/internal/failure"
+	"github.com/loom-otel/loom/internal/golden"
 	"github.com/loom-otel/loom/processor/reqsamplingprocessor"
 )
 
@@ -31,15 +33,32 @@ func newHandler(cfg *Config, store func() (eventgraph.Store, bool), failureMap f
 	now func() time.Time,
 ) *handler {
 	h := &handler{cfg: cfg, store: store, failureMap: failureMap, now: now, mux: http.NewServeMux()}
-	h.mux.HandleFunc("GET /api/requests/{req_id}", h.apiRequest)
-	h.mux.HandleFunc("GET /api/requests/{req_id}/compare", h.apiCompare)
-	h.mux.HandleFunc("GET /api/failing", h.apiFailing)
-	h.mux.HandleFunc("GET /api/inputs", h.apiInputs)
-	h.mux.HandleFunc("GET /inputs", h.pageInputs)
-	h.mux.HandleFunc("GET /requests/{req_id}", h.pageRequest)
-	h.mux.HandleFunc("GET /requests/{req_id}/compare", h.pageCompare)
-	h.mux.HandleFunc("GET /{$}", h.pageOverview)
+	// Every view is one loader, answered as JSON under /api and as a page.
+	route(h.mux, "/requests/{req_id}", h.loadRequest, "request.html", requestPageOf)
+	route(h.mux, "/requests/{req_id}/compare", h.loadComparison, "compare.html", comparePageOf)
+	route(h.mux, "/inputs", h.loadInputs, "inputs.html", func(v *inputsView) any { return v })
+	h.mux.HandleFunc("GET /api/failing", serveJSON(h.loadFailing))
+	h.mux.HandleFunc("GET /{$}", servePage(h.loadFailing, "overview.html", overviewPageOf))
 	return h
+}
+
+// route serves load's view at /api+path as JSON and at path as the page
+// template name renders from page(view).
+func route[T any](mux *http.ServeMux, path string, load func(*http.Request) (T, error), name string, page func(T) any) {
+	mux.HandleFunc("GET /api"+path, serveJSON(load))
+	mux.HandleFunc("GET "+path, servePage(load, name, page))
+}
+
+func serveJSON[T any](load func(*http.Request) (T, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		v, err := load(r)
+		if err != nil {
+			status, message := statusOf(err)
+			writeJSON(w, status, map[string]string{"error": message})
+			return
+		}
+		writeJSON(w, http.StatusOK, v)
+	}
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
@@ -182,6 +201,14 @@ func (h *handler) loadRequest(r *http.Request) (*requestView, error) {
 	return v, nil
 }
 
+// The names viewEvent gives an event's severity and status: how the record
+// says it went, not a field it carries.
+const (
+	severityTextKey   = "severity_text"
+	severityNumberKey = "severity_number"
+	statusKey         = "status"
+)
+
 // viewEvent puts an event's golden fields and attributes under the names
 // they carry on the records.
 func viewEvent(e *eventgraph.Event) eventView {
@@ -196,17 +223,17 @@ func viewEvent(e *eventgraph.Event) eventView {
 			attrs[k] = v
 		}
 	}
-	put("req_id", e.ReqID)
-	put("model_ver", e.ModelVer)
-	put("input_hash", e.InputHash)
-	put("gpu.id", e.GPU)
-	put("host.name", e.Host)
-	put("trace_id", e.TraceID)
-	put("span_id", e.SpanID)
-	put("severity_text", e.SeverityText)
-	put("status", e.Status)
+	put(golden.ReqID, e.ReqID)
+	put(golden.ModelVer, e.ModelVer)
+	put(golden.InputHash, e.InputHash)
+	put(golden.GPUID, e.GPU)
+	put(string(semconv.HostNameKey), e.Host)
+	put(golden.TraceID, e.TraceID)
+	put(golden.SpanID, e.SpanID)
+	put(severityTextKey, e.SeverityText)
+	put(statusKey, e.Status)
 	if e.SeverityNumber != 0 {
-		attrs["severity_number"] = e.SeverityNumber
+		attrs[severityNumberKey] = e.SeverityNumber
 	}
 	v := eventView{EventID: e.ID, Time: e.Time, Service: e.Service, Stage: e.Stage, Kind: string(e.Kind), Name: e.Name,
 		Message: e.Message, Failed: e.Failed, Attributes: attrs}
@@ -215,15 +242,6 @@ func viewEvent(e *eventgraph.Event) eventView {
 		v.End = &end
 	}
 	return v
-}
-
-func (h *handler) apiRequest(w http.ResponseWriter, r *http.Request) {
-	v, err := h.loadRequest(r)
-	if err != nil {
-		writeJSONError(w, err)
-		return
-	}
-	writeJSON(w, v)
 }
 
 // failingView lists the failing requests of a window, newest first.
@@ -294,27 +312,11 @@ func (h *handler) loadFailing(r *http.Request) (*failingView, error) {
 	return v, nil
 }
 
-func (h *handler) apiFailing(w http.ResponseWriter, r *http.Request) {
-	v, err := h.loadFailing(r)
-	if err != nil {
-		writeJSONError(w, err)
-		return
-	}
-	writeJSON(w, v)
-}
-
-func writeJSON(w http.ResponseWriter, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-func writeJSONError(w http.ResponseWriter, err error) {
-	status, message := statusOf(err)
+func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]string{"error": message})
+	_ = json.NewEncoder(w).Encode(v)
 }
 
 // statusOf is the answer's status and message: a store that fails is a 502,

@@ -37,7 +37,7 @@ type hotHashView struct {
 
 // loadInputs reads the configured sampler's failure map; the buckets come
 // hottest first, then by recent failure rate.
-func (h *handler) loadInputs() (*inputsView, error) {
+func (h *handler) loadInputs(*http.Request) (*inputsView, error) {
 	m, ok := h.failureMap()
 	if !ok {
 		return nil, &httpError{http.StatusServiceUnavailable, fmt.Sprintf(
@@ -72,24 +72,6 @@ func (h *handler) loadInputs() (*inputsView, error) {
 			RecentFailures: hot.RecentFailures, FailureRate: hot.FailureRate})
 	}
 	return v, nil
-}
-
-func (h *handler) apiInputs(w http.ResponseWriter, _ *http.Request) {
-	v, err := h.loadInputs()
-	if err != nil {
-		writeJSONError(w, err)
-		return
-	}
-	writeJSON(w, v)
-}
-
-func (h *handler) pageInputs(w http.ResponseWriter, _ *http.Request) {
-	v, err := h.loadInputs()
-	if err != nil {
-		writePageError(w, err)
-		return
-	}
-	render(w, "inputs.html", v)
 }
 
 // lookupFailureMap finds the configured reqsampling processor's failure map.

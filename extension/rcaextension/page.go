@@ -75,22 +75,12 @@ type requestPage struct {
 	Timeline timeline
 }
 
-func (h *handler) pageOverview(w http.ResponseWriter, r *http.Request) {
-	v, err := h.loadFailing(r)
-	if err != nil {
-		writePageError(w, err)
-		return
-	}
-	render(w, "overview.html", overviewPage{Failing: v, Window: v.Window.To.Sub(v.Window.From), Chart: drawChart(v)})
+func overviewPageOf(v *failingView) any {
+	return overviewPage{Failing: v, Window: v.Window.To.Sub(v.Window.From), Chart: drawChart(v)}
 }
 
-func (h *handler) pageRequest(w http.ResponseWriter, r *http.Request) {
-	v, err := h.loadRequest(r)
-	if err != nil {
-		writePageError(w, err)
-		return
-	}
-	render(w, "request.html", requestPage{requestView: v, Timeline: layoutTimeline(v.events)})
+func requestPageOf(v *requestView) any {
+	return requestPage{requestView: v, Timeline: layoutTimeline(v.events)}
 }
 
 // comparePage is a failing request beside the nearest healthy one.
@@ -99,28 +89,31 @@ type comparePage struct {
 	BadTimeline, GoodTimeline timeline
 }
 
-func (h *handler) pageCompare(w http.ResponseWriter, r *http.Request) {
-	v, err := h.loadComparison(r)
-	if err != nil {
-		writePageError(w, err)
-		return
-	}
+func comparePageOf(v *comparisonView) any {
 	p := comparePage{comparisonView: v, BadTimeline: layoutTimeline(v.bad.events)}
 	if v.good != nil {
 		p.GoodTimeline = layoutTimeline(v.good.events)
 	}
-	render(w, "compare.html", p)
+	return p
 }
 
-// render writes a page whole, or a 500 when its template fails.
-func render(w http.ResponseWriter, name string, data any) {
-	var buf bytes.Buffer
-	if err := pages.ExecuteTemplate(&buf, name, data); err != nil {
-		http.Error(w, "rendering the page failed", http.StatusInternalServerError)
-		return
+// servePage renders the template name from page(view) whole, or a 500 when
+// the template fails; a view load cannot make is an error page.
+func servePage[T any](load func(*http.Request) (T, error), name string, page func(T) any) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		v, err := load(r)
+		if err != nil {
+			writePageError(w, err)
+			return
+		}
+		var buf bytes.Buffer
+		if err := pages.ExecuteTemplate(&buf, name, page(v)); err != nil {
+			http.Error(w, "rendering the page failed", http.StatusInternalServerError)
+			return
+		}
+		setPageHeaders(w)
+		_, _ = buf.WriteTo(w)
 	}
-	setPageHeaders(w)
-	_, _ = buf.WriteTo(w)
 }
 
 func writePageError(w http.ResponseWriter, err error) {

@@ -60,20 +60,15 @@ func layoutTimeline(events []eventgraph.Event) timeline {
 	if len(events) == 0 {
 		return timeline{Width: plotLeft + plotWidth, Height: axisHeight}
 	}
-	start, end := events[0].Time, events[0].Time
+	start, end := span(events)
 	async := map[string]bool{} // traces of detached work
 	for i := range events {
-		e := &events[i]
-		if e.Time.Before(start) {
-			start = e.Time
-		}
-		end = latest(end, e.Time, e.End)
-		if e.AsyncOf != "" && e.TraceID != "" {
+		if e := &events[i]; e.AsyncOf != "" && e.TraceID != "" {
 			async[e.TraceID] = true
 		}
 	}
-	span := max(end.Sub(start), time.Millisecond)
-	x := func(t time.Time) int { return plotLeft + int(float64(plotWidth)*float64(t.Sub(start))/float64(span)) }
+	length := max(end.Sub(start), time.Millisecond)
+	x := func(t time.Time) int { return plotLeft + int(float64(plotWidth)*float64(t.Sub(start))/float64(length)) }
 
 	type laneKey struct {
 		service string
@@ -137,11 +132,20 @@ func layoutTimeline(events []eventgraph.Event) timeline {
 		y += markRow + laneGap
 	}
 	for i := 0; i <= 4; i++ {
-		offset := span * time.Duration(i) / 4
+		offset := length * time.Duration(i) / 4
 		tl.Ticks = append(tl.Ticks, tick{X: x(start.Add(offset)), Label: "+" + formatOffset(offset)})
 	}
 	tl.Width, tl.Height = plotLeft+plotWidth+40, y+axisHeight
 	return tl
+}
+
+// span is when a request's events (in time order, at least one) begin and end.
+func span(events []eventgraph.Event) (first, last time.Time) {
+	first, last = events[0].Time, events[0].Time
+	for i := range events {
+		last = latest(last, events[i].Time, events[i].End)
+	}
+	return first, last
 }
 
 func latest(t time.Time, more ...time.Time) time.Time {
