@@ -199,10 +199,9 @@ func (r *record) fields(attrs, resource pcommon.Map) {
 		slices.Sort(names)
 		r.attr(eventgraph.FieldsAttr, names)
 	}
-	if verdict, ok := failure.FromAttributes(attrs); ok && verdict.Failed {
-		reasons := make([]string, len(verdict.Reasons))
-		for i, reason := range verdict.Reasons {
-			reasons[i] = r.text(reason.String())
+	if reasons := failure.ReasonTexts(attrs); reasons != nil {
+		for i, reason := range reasons {
+			reasons[i] = r.text(reason)
 		}
 		r.attr(failure.ReasonsAttr, reasons)
 	}

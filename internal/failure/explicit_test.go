@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
@@ -93,6 +94,9 @@ func TestVerdictTravelsOnRecords(t *testing.T) {
 	got, ok := FromAttributes(attrs)
 	assert.True(t, ok)
 	assert.Equal(t, v, got)
+	texts := ReasonTexts(attrs)
+	require.Len(t, texts, MaxReasons)
+	assert.Equal(t, v.Reasons[0].String(), texts[0], "the text written beside each reason")
 	assert.Equal(t, "value_drift: grade=poor at guard (judge): 0.1% of the baseline, 30.0% now", got.Reasons[0].String())
 
 	var healthy Verdict

@@ -15,6 +15,7 @@
 package failure // import "github.com/loom-otel/loom/internal/failure"
 
 import (
+	"iter"
 	"strconv"
 	"strings"
 
@@ -237,19 +238,42 @@ func FromAttributes(attrs pcommon.Map) (v Verdict, ok bool) {
 // and names the record's place (service and stage) as the evidence. It reads
 // the attributes in place, for writers that ask it of every record.
 func NamesPlace(attrs pcommon.Map, service, stage string) bool {
-	if failed, ok := attrs.Get(VerdictAttr); !ok || failed.Type() != pcommon.ValueTypeBool || !failed.Bool() {
-		return false
-	}
-	reasons, ok := attrs.Get(ReasonsAttr)
-	if !ok || reasons.Type() != pcommon.ValueTypeSlice {
-		return false
-	}
-	for _, e := range reasons.Slice().All() {
-		if e.Type() == pcommon.ValueTypeMap && str(e.Map(), reasonService) == service && str(e.Map(), reasonStage) == stage {
+	for _, m := range failedReasons(attrs) {
+		if str(m, reasonService) == service && str(m, reasonStage) == stage {
 			return true
 		}
 	}
 	return false
+}
+
+// ReasonTexts returns the one-line explanations the verdict on a record
+// carries, as Annotate wrote them (Reason.String); nil unless its request failed.
+func ReasonTexts(attrs pcommon.Map) []string {
+	var texts []string
+	for _, m := range failedReasons(attrs) {
+		if t := str(m, reasonText); t != "" {
+			texts = append(texts, t)
+		}
+	}
+	return texts
+}
+
+// failedReasons yields the reason maps of a failed verdict on a record, in place.
+func failedReasons(attrs pcommon.Map) iter.Seq2[int, pcommon.Map] {
+	return func(yield func(int, pcommon.Map) bool) {
+		if failed, ok := attrs.Get(VerdictAttr); !ok || failed.Type() != pcommon.ValueTypeBool || !failed.Bool() {
+			return
+		}
+		reasons, ok := attrs.Get(ReasonsAttr)
+		if !ok || reasons.Type() != pcommon.ValueTypeSlice {
+			return
+		}
+		for i, e := range reasons.Slice().All() {
+			if e.Type() == pcommon.ValueTypeMap && !yield(i, e.Map()) {
+				return
+			}
+		}
+	}
 }
 
 func str(m pcommon.Map, k string) string {
