@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -34,14 +35,7 @@ func TestRCAPageInABrowser(t *testing.T) {
 		failed[tr.ReqID] = tr.Failed
 	}
 	base := "http://" + col.endpoints["extensions.rca.endpoint"]
-	var listed struct {
-		Requests []struct {
-			ReqID string `json:"req_id"`
-		} `json:"requests"`
-	}
-	for deadline := time.Now().Add(90 * time.Second); len(listed.Requests) < 20 && time.Now().Before(deadline); time.Sleep(time.Second) {
-		getJSON(t, base+"/api/failing", &listed)
-	}
+	waitForFailing(t, base, 20, func(string) bool { return true })
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(browser), chromedp.NoSandbox, chromedp.WindowSize(1400, 1000))
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
@@ -96,20 +90,16 @@ func TestRCAPageInABrowser(t *testing.T) {
 	}
 }
 
+// findChromium is Debian's chromium, or another Chrome on the PATH.
 func findChromium() (string, error) {
+	var err error
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
-			if p := filepath.Join(dir, name); isExecutable(p) {
-				return p, nil
-			}
+		var path string
+		if path, err = exec.LookPath(name); err == nil {
+			return path, nil
 		}
 	}
-	return "", os.ErrNotExist
-}
-
-func isExecutable(p string) bool {
-	info, err := os.Stat(p)
-	return err == nil && !info.IsDir() && info.Mode()&0o111 != 0
+	return "", err
 }
 
 func artifactsDir(t *testing.T) string {

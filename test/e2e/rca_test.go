@@ -35,32 +35,19 @@ func TestRCAPageFromTheCollector(t *testing.T) {
 		t.Errorf("the collector does not log the page's URL:\n%s", col.log())
 	}
 
-	var listed struct {
-		Requests []struct {
-			ReqID string `json:"req_id"`
-		} `json:"requests"`
-	}
-	// The requests appear once sampling decided them (decision_wait, 10 s).
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		getJSON(t, base+"/api/failing", &listed)
-		if len(listed.Requests) >= 100 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(time.Second)
-	}
+	listed := waitForFailing(t, base, 100, func(string) bool { return true })
 	wrong := 0
-	for _, r := range listed.Requests {
-		if !failed[r.ReqID] {
+	for _, id := range listed {
+		if !failed[id] {
 			wrong++
 		}
 	}
-	if len(listed.Requests) < 100 || wrong > len(listed.Requests)/20 {
+	if len(listed) < 100 || wrong > len(listed)/20 {
 		t.Fatalf("the page lists %d failing requests, %d of them healthy by the ground truth; want at least 100, at most 5%% healthy",
-			len(listed.Requests), wrong)
+			len(listed), wrong)
 	}
 
-	id := listed.Requests[0].ReqID
+	id := listed[0]
 	var request struct {
 		Failed  bool              `json:"failed"`
 		Reasons []string          `json:"reasons"`
@@ -94,6 +81,32 @@ func TestRCAPageFromTheCollector(t *testing.T) {
 	}
 	if decided < len(truths)/2 {
 		t.Errorf("the input map counts %d decided requests of the %d sent", decided, len(truths))
+	}
+}
+
+// waitForFailing polls the page's failing requests until at least want of
+// them pass count, or 90 s passed (they appear once sampling decided them,
+// decision_wait after their last record), and returns the req_ids listed.
+func waitForFailing(t *testing.T, base string, want int, count func(reqID string) bool) []string {
+	t.Helper()
+	var listed struct {
+		Requests []struct {
+			ReqID string `json:"req_id"`
+		} `json:"requests"`
+	}
+	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(time.Second) {
+		getJSON(t, base+"/api/failing", &listed)
+		var ids []string
+		counted := 0
+		for _, r := range listed.Requests {
+			ids = append(ids, r.ReqID)
+			if count(r.ReqID) {
+				counted++
+			}
+		}
+		if counted >= want || time.Now().After(deadline) {
+			return ids
+		}
 	}
 }
 
@@ -145,23 +158,15 @@ func TestRCAComparisonShowsTheMissingField(t *testing.T) {
 		}
 	}
 	base := "http://" + col.endpoints["extensions.rca.endpoint"]
-	var listed struct {
-		Requests []struct {
-			ReqID string `json:"req_id"`
-		} `json:"requests"`
-	}
 	var id string
-	for deadline := time.Now().Add(90 * time.Second); id == "" && time.Now().Before(deadline); time.Sleep(time.Second) {
-		getJSON(t, base+"/api/failing", &listed)
-		for _, r := range listed.Requests {
-			if _, ok := missing[r.ReqID]; ok {
-				id = r.ReqID
-				break
-			}
+	for _, listed := range waitForFailing(t, base, 1, func(id string) bool { _, ok := missing[id]; return ok }) {
+		if _, ok := missing[listed]; ok {
+			id = listed
+			break
 		}
 	}
 	if id == "" {
-		t.Fatalf("none of the %d failing requests listed lost a field by the ground truth", len(listed.Requests))
+		t.Fatal("none of the failing requests listed lost a field by the ground truth")
 	}
 	var cmp struct {
 		Good        string `json:"good"`
