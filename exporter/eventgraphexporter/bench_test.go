@@ -28,7 +28,7 @@ var (
 func workloadEvents(tb testing.TB) []eventgraph.Event {
 	benchOnce.Do(func() {
 		w := generateWorkload(tb, workloadRequests)
-		c := converter{maxBytes: 4096}
+		c := newConverter(4096)
 		for _, td := range w.traces {
 			events, _ := c.traces(td)
 			benchEvents = append(benchEvents, events...)

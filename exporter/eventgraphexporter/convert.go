@@ -31,10 +31,16 @@ func (s *convStats) add(o convStats) {
 	s.edges += o.edges
 }
 
-// converter turns log records and spans into graph events. It is pure: the
-// same pdata gives the same events.
+// converter turns log records and spans into graph events. The same pdata
+// gives the same events, but for the dimension values it lists: an attribute
+// stops being listed once it has shown too many values to be a dimension.
 type converter struct {
 	maxBytes int
+	dims     *dimensionTracker
+}
+
+func newConverter(maxBytes int) converter {
+	return converter{maxBytes: maxBytes, dims: newDimensionTracker()}
 }
 
 func (c converter) logs(ld plog.Logs) ([]eventgraph.Event, convStats) {
@@ -199,11 +205,21 @@ func (r *record) fields(attrs, resource pcommon.Map) {
 		slices.Sort(names)
 		r.attr(eventgraph.FieldsAttr, names)
 	}
+	if dims := r.conv.dims.dims(attrs, resource); len(dims) > 0 {
+		slices.Sort(dims)
+		r.attr(eventgraph.DimsAttr, dims)
+	}
+	if v, ok := attrs.Get(golden.SamplingAdjustedCount); ok && v.Type() == pcommon.ValueTypeDouble {
+		r.attr(golden.SamplingAdjustedCount, r.value(v))
+	}
 	if reasons := failure.ReasonTexts(attrs); reasons != nil {
 		for i, reason := range reasons {
 			reasons[i] = r.text(reason)
 		}
 		r.attr(failure.ReasonsAttr, reasons)
+		if symptoms := failure.ReasonAttributes(attrs); len(symptoms) > 0 {
+			r.attr(eventgraph.SymptomsAttr, symptoms)
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package eventgraphexporter
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -27,7 +28,7 @@ var (
 	rootID  = strings.Repeat("cd", 16)
 )
 
-var conv = converter{maxBytes: 4096}
+var conv = newConverter(4096)
 
 func resource(res pcommon.Resource) {
 	res.Attributes().PutStr(string(semconv.ServiceNameKey), "model")
@@ -66,7 +67,7 @@ func TestConvertLog(t *testing.T) {
 		a.PutDouble(golden.LatencyMs, 4200.5)
 		a.PutBool(golden.ValidAttr, false)
 		a.PutEmptySlice(golden.MissingAttr).AppendEmpty().SetStr(golden.InputHash)
-		a.PutStr("http.route", "/v1/chat") // not a golden fact: its name is kept, not its value
+		a.PutStr("http.route", "/v1/chat") // not a golden fact: its name is kept, and its value as a dimension
 		a.PutStr(golden.StitchAsyncOf, rootID)
 		parents := a.PutEmptySlice(golden.CausalParents)
 		parents.AppendEmpty().SetStr(causeID + ":caused_timeout")
@@ -84,6 +85,7 @@ func TestConvertLog(t *testing.T) {
 		Attrs: map[string]any{
 			golden.GPUMemMb: 10200.0, golden.LatencyMs: 4200.5, golden.ValidAttr: false,
 			golden.MissingAttr: []string{golden.InputHash}, eventgraph.FieldsAttr: []string{"http.route"},
+			eventgraph.DimsAttr: []string{"http.route=/v1/chat"},
 		},
 	}, events[0])
 	assert.Equal(t, convStats{edges: 3}, st, "a cause, an async root and the enclosing span")
@@ -200,7 +202,7 @@ func TestInvalidReferencesAreCounted(t *testing.T) {
 }
 
 func TestOversizedPropertiesAreTruncatedAndCounted(t *testing.T) {
-	c := converter{maxBytes: 64}
+	c := newConverter(64)
 	long := strings.Repeat("é", 100) // 2 bytes per rune: the cut must not split one
 	events, st := c.logs(oneLog(func(lr plog.LogRecord) {
 		lr.Body().SetStr(long)
@@ -265,4 +267,51 @@ func TestConvertFailedByTheFailureModel(t *testing.T) {
 	assert.True(t, events[0].Failed, "the place the verdict names")
 	assert.False(t, events[1].Failed, "another place of the failed request")
 	assert.True(t, events[2].Failed, "an error in the text only")
+}
+
+// TestDimensionsAreDiscovered: attributes whose values stay few are listed as
+// dimensions, whatever their names, from the record and its resource; ids,
+// measurements, error reports and Loom's own annotations are not; the
+// request's symptoms and its sampling weight travel beside them.
+func TestDimensionsAreDiscovered(t *testing.T) {
+	c := newConverter(4096)
+	var last []eventgraph.Event
+	for i := range 200 {
+		ld := oneLog(func(lr plog.LogRecord) {
+			a := lr.Attributes()
+			a.PutStr(golden.ReqID, fmt.Sprintf("req-%d", i))
+			a.PutStr("prompt.template", fmt.Sprintf("tpl-%d", i%3))
+			a.PutStr("client.request_id", fmt.Sprintf("c-%d", i)) // an id: too many values
+			a.PutInt("gpu.index", int64(i%8))
+			a.PutDouble("temperature", 0.7) // a float is a measurement
+			a.PutBool("stream", i%2 == 0)
+			a.PutStr("error.type", "timeout")
+			a.PutStr("cloud.region", "us-east") // shadows the resource's
+			a.PutDouble(golden.SamplingAdjustedCount, 100)
+			var v failure.Verdict
+			v.Add(failure.Reason{Kind: failure.KindValueDrift, Attribute: "verdict.grade", Value: "poor"})
+			v.Annotate(a)
+		})
+		rl := ld.ResourceLogs().At(0)
+		rl.Resource().Attributes().PutStr("cloud.region", "eu-west")
+		rl.Resource().Attributes().PutStr("k8s.pod.uid", fmt.Sprintf("uid-%d", i))
+		rl.Resource().Attributes().PutStr("lora.adapter", "sql-v1")
+		last, _ = c.logs(ld)
+	}
+	require.Len(t, last, 1)
+	e := last[0]
+	assert.Equal(t, []string{"cloud.region=us-east", "gpu.index=7", "lora.adapter=sql-v1", "prompt.template=tpl-1", "stream=false"},
+		e.Attrs[eventgraph.DimsAttr])
+	assert.Equal(t, []string{"verdict.grade"}, e.Attrs[eventgraph.SymptomsAttr])
+	assert.InDelta(t, 100.0, e.Attrs[golden.SamplingAdjustedCount], 0)
+}
+
+func TestDimensionNamesAreBounded(t *testing.T) {
+	tr := newDimensionTracker()
+	for i := range maxDimensionNames + 10 {
+		tr.isDimension(fmt.Sprintf("name.%d", i), "v")
+	}
+	assert.Len(t, tr.names, maxDimensionNames)
+	assert.False(t, tr.isDimension("one.more", "v"), "a name beyond the bound is not watched")
+	assert.True(t, tr.isDimension("name.0", "v"))
 }

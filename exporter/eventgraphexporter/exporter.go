@@ -67,7 +67,7 @@ func newGraphExporter(cfg *Config, set exporter.Settings) (*graphExporter, error
 	if err != nil {
 		return nil, err
 	}
-	return &graphExporter{cfg: cfg, settings: set, telemetry: tb, conv: converter{maxBytes: cfg.MaxPropertyBytes}}, nil
+	return &graphExporter{cfg: cfg, settings: set, telemetry: tb, conv: newConverter(cfg.MaxPropertyBytes)}, nil
 }
 
 // start opens the store on the first start of the component's exporters.

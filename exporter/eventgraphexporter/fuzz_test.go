@@ -20,7 +20,7 @@ func FuzzConvert(f *testing.F) {
 	f.Add("req-1715234890123-a1b2c3", "model/forward", "forward done", strings.Repeat("ab", 16), causeID+":triggered", rootID, int32(9))
 	f.Add(`'}) DETACH DELETE n //`, "`stage`", "\xff\xfe", "", "::", "zz", int32(24))
 	f.Add(strings.Repeat("é", 3000), "", "", "not-an-id", causeID, "", int32(-3))
-	c := converter{maxBytes: 256}
+	c := newConverter(256)
 	f.Fuzz(func(t *testing.T, reqID, stage, body, eventID, parent, asyncOf string, severity int32) {
 		ld := oneLog(func(lr plog.LogRecord) {
 			lr.SetSeverityNumber(plog.SeverityNumber(severity))

@@ -1,7 +1,9 @@
 package eventgraphexporter
 
 import (
+	"cmp"
 	"context"
+	"fmt"
 	"os"
 	"regexp"
 	"slices"
@@ -155,20 +157,54 @@ func checkReads(t *testing.T, s eventgraph.Store, w *workloadData) {
 		}
 	}
 	// S3's ground truth is the worker host: the host shared by the most failing requests.
-	counts, err := s.DimensionCounts(ctx, from, to)
+	events, truncated, err := s.DimensionEvents(ctx, from, to, 1_000_000)
 	require.NoError(t, err)
-	var top eventgraph.DimensionCount
-	for _, c := range counts {
-		if c.Dimension == eventgraph.DimHost && c.Failing > top.Failing {
-			top = c
+	require.False(t, truncated)
+	failingByHost := map[string]map[string]bool{}
+	for _, e := range events {
+		if e.RequestFailed && e.Host != "" {
+			if failingByHost[e.Host] == nil {
+				failingByHost[e.Host] = map[string]bool{}
+			}
+			failingByHost[e.Host][e.ReqID] = true
+		}
+	}
+	var top string
+	for host, reqs := range failingByHost {
+		if len(reqs) > len(failingByHost[top]) {
+			top = host
 		}
 	}
 	for _, tr := range w.truth {
 		if tr.Scenario == workload.S3 {
-			assert.Equal(t, tr.RootCause.Value, top.Value, "the failing host")
+			assert.Equal(t, tr.RootCause.Value, top, "the failing host")
 			break
 		}
 	}
+}
+
+// withoutDims drops the discovered dimensions: which attribute shows too
+// many values first, and so stops being listed, depends on the order the
+// exporter's consumers take batches in.
+func withoutDims(events []eventgraph.Event) []eventgraph.Event {
+	for _, e := range events {
+		delete(e.Attrs, eventgraph.DimsAttr)
+	}
+	return events
+}
+
+// dimensionFields are a window's dimension events without the discovered
+// dimensions (which attribute shows too many values first depends on the
+// order batches arrive in), sorted.
+func dimensionFields(t *testing.T, s eventgraph.Store) []eventgraph.DimensionEvent {
+	from, to := readWindow()
+	events, _, err := s.DimensionEvents(context.Background(), from, to, 1_000_000)
+	require.NoError(t, err)
+	for i := range events {
+		events[i].Dims = nil
+	}
+	slices.SortFunc(events, func(a, b eventgraph.DimensionEvent) int { return cmp.Compare(fmt.Sprint(a), fmt.Sprint(b)) })
+	return events
 }
 
 // TestWorkloadGraph writes the S1–S3 workload into both backends through the
@@ -217,7 +253,7 @@ func TestWorkloadGraph(t *testing.T) {
 		require.NoError(t, err)
 		fromNeo4j, err := graph.Timeline(ctx, req)
 		require.NoError(t, err)
-		require.Equal(t, fromEmbedded, fromNeo4j, req)
+		require.Equal(t, withoutDims(fromEmbedded), withoutDims(fromNeo4j), req)
 		if i%10 == 0 {
 			for _, depth := range []int{1, 3} {
 				a, err := embedded.Neighbourhood(ctx, fromEmbedded[0].ID, depth)
@@ -228,12 +264,7 @@ func TestWorkloadGraph(t *testing.T) {
 			}
 		}
 	}
-	from, to := readWindow()
-	a, err := embedded.DimensionCounts(ctx, from, to)
-	require.NoError(t, err)
-	b, err := graph.DimensionCounts(ctx, from, to)
-	require.NoError(t, err)
-	assert.Equal(t, a, b)
+	assert.Equal(t, dimensionFields(t, embedded), dimensionFields(t, graph))
 
 	checkREADMECypher(t, srv, w)
 }

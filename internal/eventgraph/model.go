@@ -76,6 +76,20 @@ const FieldsAttr = "eventgraph.fields"
 // MaxFields bounds the names FieldsAttr lists.
 const MaxFields = 64
 
+// DimsAttr lists, on an event, the record and resource attributes that are
+// dimensions failures can share, as "name=value": the ones whose values stay
+// few (a model, a region, a LoRA adapter; not an id or a count). At most
+// MaxDims, sorted.
+const DimsAttr = "eventgraph.dims"
+
+// MaxDims bounds the values DimsAttr lists.
+const MaxDims = 32
+
+// SymptomsAttr lists, on a failed request's event, the attributes its failure
+// reasons name (an error.type, a drifting outcome, the fields a schema drift
+// lost): how the failure shows, never what caused it.
+const SymptomsAttr = "eventgraph.symptoms"
+
 // Cause is one causal.parents entry: the event that caused this one, by which rule.
 type Cause struct {
 	EventID string
@@ -201,13 +215,25 @@ type Graph struct {
 	Truncated bool
 }
 
-// DimensionCount counts, for one dimension value, the requests in a window that
-// touched it, failing and healthy apart: the input of root-cause ranking.
-type DimensionCount struct {
-	Dimension Dimension
-	Value     string
-	Failing   int
-	Healthy   int
+// DimensionEvent is one event as root-cause ranking reads it: its request and
+// that request's outcome, the sampling weight, and every dimension value the
+// event carries.
+type DimensionEvent struct {
+	ReqID string
+	// RequestFailed is the outcome of the event's request; EventFailed that
+	// the event itself shows the failure.
+	RequestFailed, EventFailed bool
+	// AdjustedCount is the requests the event's request stands for
+	// (sampling.adjusted_count; 1 where the record had none).
+	AdjustedCount float64
+
+	Stage, ModelVer, InputHash, Service, Host, GPU string
+	// Dims are the event's other low-cardinality attributes (DimsAttr), and
+	// Symptoms the attributes its request's failure reasons name (SymptomsAttr).
+	Dims, Symptoms []string
+	// Reasons are the failure reasons its request carries (on a failed
+	// request's events), as text.
+	Reasons []string
 }
 
 // Store is the read side of the graph, the same on every backend.
@@ -221,8 +247,9 @@ type Store interface {
 	// Requests returns the requests active in [from, to) that failed (failed
 	// true) or did not, by first event time.
 	Requests(ctx context.Context, from, to time.Time, failed bool) ([]Request, error)
-	// DimensionCounts counts, per dimension value, the requests active in [from, to) whose events carry it.
-	DimensionCounts(ctx context.Context, from, to time.Time) ([]DimensionCount, error)
+	// DimensionEvents returns the events in [from, to) that belong to a
+	// request, at most limit of them (truncated when there were more).
+	DimensionEvents(ctx context.Context, from, to time.Time, limit int) (events []DimensionEvent, truncated bool, err error)
 }
 
 // Writer is the write side: every write is an idempotent upsert keyed by

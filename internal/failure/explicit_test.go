@@ -126,3 +126,17 @@ func TestVerdictAttributesAreLoomsOwn(t *testing.T) {
 	assert.True(t, golden.IsLoomAttr(VerdictAttr))
 	assert.True(t, golden.IsLoomAttr(ReasonsAttr))
 }
+
+func TestReasonAttributesAreTheSymptoms(t *testing.T) {
+	attrs := logRecord(func(plog.LogRecord) {}).Attrs
+	assert.Nil(t, ReasonAttributes(attrs), "no verdict, no symptom")
+	var v Verdict
+	v.Add(Reason{Kind: KindLatency, Service: "model", Stage: "forward", Attribute: "duration_ms"})
+	v.Add(Reason{Kind: KindValueDrift, Attribute: "verdict.grade", Value: "poor"})
+	v.Add(Reason{Kind: KindSchemaDrift, Attribute: "digest,segment_map", Value: "phi3-v3.1"})
+	v.Add(Reason{Kind: KindAttribute, Attribute: "error.type", Value: "timeout"})
+	v.Add(Reason{Kind: KindValueDrift, Attribute: "verdict.grade", Value: Absent})
+	v.Annotate(attrs)
+	assert.Equal(t, []string{"digest", "error.type", "segment_map", "verdict.grade"}, ReasonAttributes(attrs),
+		"each attribute once; a latency reason's duration is no attribute of the record")
+}

@@ -16,6 +16,7 @@ package failure // import "github.com/loom-otel/loom/internal/failure"
 
 import (
 	"iter"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -256,6 +257,26 @@ func ReasonTexts(attrs pcommon.Map) []string {
 		}
 	}
 	return texts
+}
+
+// ReasonAttributes returns the attributes the verdict on a record names as
+// evidence (an error attribute, a drifting outcome, the fields a schema drift
+// lost), each once, sorted; nil unless its request failed. Latency reasons
+// name no attribute of the record.
+func ReasonAttributes(attrs pcommon.Map) []string {
+	var names []string
+	for _, m := range failedReasons(attrs) {
+		if str(m, reasonKind) == KindLatency.String() {
+			continue
+		}
+		for name := range strings.SplitSeq(str(m, reasonAttribute), ",") {
+			if name != "" && !slices.Contains(names, name) {
+				names = append(names, name)
+			}
+		}
+	}
+	slices.Sort(names)
+	return names
 }
 
 // failedReasons yields the reason maps of a failed verdict on a record, in place.

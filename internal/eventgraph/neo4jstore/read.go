@@ -11,6 +11,7 @@ import (
 	"github.com/neo4j/neo4j-go-driver/v5/neo4j"
 
 	"github.com/loom-otel/loom/internal/eventgraph"
+	"github.com/loom-otel/loom/internal/failure"
 	"github.com/loom-otel/loom/internal/golden"
 )
 
@@ -36,20 +37,15 @@ RETURN r.req_id AS req_id, r.first_time AS first, r.last_time AS last
 ORDER BY r.first_time, r.req_id`
 )
 
-// dimensionCountsQuery counts, per dimension value, the failing and healthy
-// requests active in [$from, $to) with an event that has it. Built once from
-// the fixed labels and keys; values only ever arrive as parameters.
-var dimensionCountsQuery = func() string {
-	parts := make([]string, 0, len(dimensions))
-	for _, d := range dimensions {
-		parts = append(parts, `MATCH (r:Request) WHERE r.last_time >= $from AND r.first_time < $to
-MATCH (r)<-[:IN_REQUEST]-(:Event)-[:`+d.edge+`]->(d:`+string(d.dim)+`)
-WITH DISTINCT r, d.`+d.key+` AS value
-RETURN '`+string(d.dim)+`' AS dimension, value,
-  sum(CASE WHEN r.failed THEN 1 ELSE 0 END) AS failing, sum(CASE WHEN r.failed THEN 0 ELSE 1 END) AS healthy`)
-	}
-	return strings.Join(parts, "\nUNION ALL\n")
-}()
+// dimensionEventsQuery reads the window's events of requests with their
+// request's outcome, through the event time index.
+const dimensionEventsQuery = `MATCH (e:Event) WHERE e.time >= $from AND e.time < $to AND e.req_id IS NOT NULL
+OPTIONAL MATCH (r:Request {req_id: e.req_id})
+RETURN e.req_id, coalesce(r.failed, false), coalesce(e.failed, false), e.stage, e.model_ver, e.input_hash,
+  e.` + propService + `, e.` + propHost + `, e.` + propGPU + `,
+  e.` + "`" + golden.SamplingAdjustedCount + "`" + `, e.` + "`" + eventgraph.DimsAttr + "`" + `, e.` + "`" + eventgraph.SymptomsAttr + "`" + `,
+  CASE WHEN r.failed THEN e.` + "`" + failure.ReasonsAttr + "`" + ` END
+LIMIT $limit`
 
 func (s *Store) read(ctx context.Context, query string, params map[string]any) ([]*neo4j.Record, error) {
 	res, err := neo4j.ExecuteQuery(ctx, s.driver, query, params, neo4j.EagerResultTransformer,
@@ -112,25 +108,44 @@ func (s *Store) Requests(ctx context.Context, from, to time.Time, failed bool) (
 	return out, nil
 }
 
-// DimensionCounts counts, per dimension value, the failing and healthy requests active in [from, to).
-func (s *Store) DimensionCounts(ctx context.Context, from, to time.Time) ([]eventgraph.DimensionCount, error) {
-	records, err := s.read(ctx, dimensionCountsQuery, map[string]any{"from": from.UTC(), "to": to.UTC()})
+// DimensionEvents returns the events in [from, to) that belong to a request, at most limit.
+func (s *Store) DimensionEvents(ctx context.Context, from, to time.Time, limit int) ([]eventgraph.DimensionEvent, bool, error) {
+	records, err := s.read(ctx, dimensionEventsQuery, map[string]any{"from": from.UTC(), "to": to.UTC(), "limit": limit + 1})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	out := make([]eventgraph.DimensionCount, len(records))
+	truncated := len(records) > limit
+	if truncated {
+		records = records[:limit]
+	}
+	out := make([]eventgraph.DimensionEvent, len(records))
 	for i, r := range records {
-		failing, _ := r.Values[2].(int64)
-		healthy, _ := r.Values[3].(int64)
-		out[i] = eventgraph.DimensionCount{
-			Dimension: eventgraph.Dimension(str(r.Values[0])), Value: str(r.Values[1]),
-			Failing: int(failing), Healthy: int(healthy),
+		v := r.Values
+		e := &out[i]
+		e.ReqID = str(v[0])
+		e.RequestFailed, _ = v[1].(bool)
+		e.EventFailed, _ = v[2].(bool)
+		e.Stage, e.ModelVer, e.InputHash, e.Service, e.Host, e.GPU = str(v[3]), str(v[4]), str(v[5]), str(v[6]), str(v[7]), str(v[8])
+		e.AdjustedCount = 1
+		if w, ok := v[9].(float64); ok && w >= 1 {
+			e.AdjustedCount = w
 		}
+		e.Dims, e.Symptoms, e.Reasons = strs(v[10]), strs(v[11]), strs(v[12])
 	}
-	slices.SortFunc(out, func(x, y eventgraph.DimensionCount) int {
-		return cmp.Or(cmp.Compare(x.Dimension, y.Dimension), cmp.Compare(x.Value, y.Value))
-	})
-	return out, nil
+	return out, truncated, nil
+}
+
+// strs reads a list property of strings; nil when it is absent.
+func strs(v any) []string {
+	list, ok := v.([]any)
+	if !ok {
+		return nil
+	}
+	out := make([]string, len(list))
+	for i, x := range list {
+		out[i] = str(x)
+	}
+	return out
 }
 
 func toEvents(records []*neo4j.Record) ([]eventgraph.Event, error) {
@@ -189,12 +204,8 @@ func toEvent(props map[string]any) eventgraph.Event {
 		if e.Attrs == nil {
 			e.Attrs = map[string]any{}
 		}
-		if list, ok := v.([]any); ok {
-			strs := make([]string, len(list))
-			for i, x := range list {
-				strs[i] = str(x)
-			}
-			v = strs
+		if _, ok := v.([]any); ok {
+			v = strs(v)
 		}
 		e.Attrs[k] = v
 	}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/loom-otel/loom/internal/eventgraph"
+	"github.com/loom-otel/loom/internal/failure"
+	"github.com/loom-otel/loom/internal/golden"
 )
 
 const eventColumns = `event_id, kind, time_ns, end_ns, req_id, stage, model_ver, input_hash, service, host, gpu,
@@ -162,48 +164,63 @@ func (s *Store) Requests(ctx context.Context, from, to time.Time, failed bool) (
 	return out, rows.Err()
 }
 
-// dimensionColumns are the event columns holding each dimension's value.
-var dimensionColumns = map[eventgraph.Dimension]string{
-	eventgraph.DimModel:     "model_ver",
-	eventgraph.DimInputHash: "input_hash",
-	eventgraph.DimGPU:       "gpu",
-	eventgraph.DimService:   "service",
-	eventgraph.DimHost:      "host",
-}
+// dimensionEventsQuery reads the window's events of requests with their
+// request's outcome. Only the three attributes ranking needs are taken out of
+// the JSON, never the whole of it.
+const dimensionEventsQuery = `SELECT e.req_id, r.failed, e.failed, e.stage, e.model_ver, e.input_hash, e.service, e.host, e.gpu,
+	json_extract(e.attrs, '$."` + golden.SamplingAdjustedCount + `"'),
+	json_extract(e.attrs, '$."` + eventgraph.DimsAttr + `"'),
+	json_extract(e.attrs, '$."` + eventgraph.SymptomsAttr + `"'),
+	CASE WHEN r.failed THEN json_extract(e.attrs, '$."` + failure.ReasonsAttr + `"') END
+FROM events e JOIN requests r ON r.req_id = e.req_id
+WHERE e.time_ns >= ? AND e.time_ns < ? AND e.req_id IS NOT NULL
+LIMIT ?`
 
-// dimensionCountsQuery counts, per dimension value, the failing and healthy
-// requests active in [?1, ?2) that have an event with that value. Built once
-// from the fixed column names above; values only ever arrive as parameters.
-// CROSS JOIN keeps the window's requests the outer loop: without statistics
-// the planner would rather scan every event.
-var dimensionCountsQuery = func() string {
-	parts := make([]string, 0, len(eventgraph.Dimensions))
-	for _, d := range eventgraph.Dimensions {
-		col := dimensionColumns[d]
-		parts = append(parts, `SELECT '`+string(d)+`', v, sum(failed), count(*) - sum(failed) FROM (
-	SELECT DISTINCT e.req_id, e.`+col+` AS v, w.failed FROM active w CROSS JOIN events e ON e.req_id = w.req_id
-	WHERE e.`+col+` IS NOT NULL) GROUP BY v`)
-	}
-	return `WITH active AS (SELECT req_id, failed FROM requests WHERE last_ns >= ?1 AND first_ns < ?2)
-` + strings.Join(parts, "\nUNION ALL ") + "\nORDER BY 1, 2"
-}()
-
-// DimensionCounts counts, per dimension value, the failing and healthy requests active in [from, to).
-func (s *Store) DimensionCounts(ctx context.Context, from, to time.Time) ([]eventgraph.DimensionCount, error) {
-	rows, err := s.db.QueryContext(ctx, dimensionCountsQuery, from.UnixNano(), to.UnixNano())
+// DimensionEvents returns the events in [from, to) that belong to a request, at most limit.
+func (s *Store) DimensionEvents(ctx context.Context, from, to time.Time, limit int) ([]eventgraph.DimensionEvent, bool, error) {
+	rows, err := s.db.QueryContext(ctx, dimensionEventsQuery, from.UnixNano(), to.UnixNano(), limit+1)
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: dimension counts: %w", err)
+		return nil, false, fmt.Errorf("sqlitestore: dimension events: %w", err)
 	}
 	defer func() { _ = rows.Close() }()
-	var out []eventgraph.DimensionCount
+	var out []eventgraph.DimensionEvent
 	for rows.Next() {
-		var c eventgraph.DimensionCount
-		if err := rows.Scan(&c.Dimension, &c.Value, &c.Failing, &c.Healthy); err != nil {
-			return nil, fmt.Errorf("sqlitestore: dimension counts: %w", err)
+		var e eventgraph.DimensionEvent
+		var stage, model, input, service, host, gpu, dims, symptoms, reasons sql.NullString
+		var weight sql.NullFloat64
+		if err := rows.Scan(&e.ReqID, &e.RequestFailed, &e.EventFailed, &stage, &model, &input, &service, &host, &gpu,
+			&weight, &dims, &symptoms, &reasons); err != nil {
+			return nil, false, fmt.Errorf("sqlitestore: dimension events: %w", err)
 		}
-		out = append(out, c)
+		if len(out) == limit {
+			return out, true, nil
+		}
+		e.Stage, e.ModelVer, e.InputHash = stage.String, model.String, input.String
+		e.Service, e.Host, e.GPU = service.String, host.String, gpu.String
+		e.AdjustedCount = 1
+		if weight.Valid && weight.Float64 >= 1 {
+			e.AdjustedCount = weight.Float64
+		}
+		if e.Dims, err = stringList(dims); err == nil {
+			if e.Symptoms, err = stringList(symptoms); err == nil {
+				e.Reasons, err = stringList(reasons)
+			}
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("sqlitestore: dimension events of %q: %w", e.ReqID, err)
+		}
+		out = append(out, e)
 	}
-	return out, rows.Err()
+	return out, false, rows.Err()
+}
+
+// stringList decodes a JSON list of strings that json_extract returned.
+func stringList(raw sql.NullString) ([]string, error) {
+	if !raw.Valid || raw.String == "" {
+		return nil, nil
+	}
+	var list []string
+	return list, json.Unmarshal([]byte(raw.String), &list)
 }
 
 func scanEvents(rows *sql.Rows) ([]eventgraph.Event, error) {

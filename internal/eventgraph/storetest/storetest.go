@@ -7,6 +7,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loom-otel/loom/internal/eventgraph"
+	"github.com/loom-otel/loom/internal/failure"
 	"github.com/loom-otel/loom/internal/golden"
 )
 
@@ -52,10 +54,12 @@ func Fixture() []eventgraph.Event {
 			ModelVer: "llama3-8b-v2.3.2", InputHash: "f7a1b2c3", Service: "model", Host: "node-b", GPU: "GPU-0",
 			Name: "model/forward", Status: "unset", TraceID: "t1", SpanID: "s3", ParentSpanID: "s1",
 			Causes: []eventgraph.Cause{{EventID: ID(4), Type: "triggered", Rule: "cache_miss_trigger_inference"}},
-			Attrs:  map[string]any{golden.GPUMemMb: 10200.0, golden.ValidAttr: true}},
+			Attrs: map[string]any{golden.GPUMemMb: 10200.0, golden.ValidAttr: true,
+				eventgraph.DimsAttr: []string{"lora.adapter=sql-v1", "region=eu-west"}}},
 		{ID: ID(6), Kind: eventgraph.KindLog, Time: at(830 * ms), ReqID: ReqFailing, Stage: "postproc/filter", Service: "postproc",
 			Host: "node-a", SeverityNumber: 17, SeverityText: "ERROR", Failed: true, Message: "upstream timeout",
-			Attrs: map[string]any{"error.type": "timeout", golden.MissingAttr: []string{golden.ModelVer, golden.InputHash}}},
+			Attrs: map[string]any{"error.type": "timeout", golden.MissingAttr: []string{golden.ModelVer, golden.InputHash},
+				eventgraph.SymptomsAttr: []string{"error.type"}, failure.ReasonsAttr: []string{"error_attribute: error.type=timeout"}}},
 		{ID: ID(7), Kind: eventgraph.KindSpan, Time: at(1000 * ms), End: at(1100 * ms), ReqID: ReqFailing, Stage: "vectorstore/write",
 			Service: "vector-writer", Host: "node-c", Name: "vectorstore/write", Status: "unset", TraceID: "t2", SpanID: "s4",
 			AsyncOf: ID(1)},
@@ -65,7 +69,8 @@ func Fixture() []eventgraph.Event {
 
 		{ID: ID(11), Kind: eventgraph.KindSpan, Time: at(2000 * ms), End: at(2500 * ms), ReqID: ReqHealthy, Stage: "model/forward",
 			ModelVer: "llama3-8b-v2.3.1", Service: "gateway", Host: "node-b", GPU: "GPU-1", Name: "model/forward", Status: "ok",
-			TraceID: "t3", SpanID: "s5"},
+			TraceID: "t3", SpanID: "s5", Attrs: map[string]any{golden.SamplingAdjustedCount: 100.0,
+				eventgraph.DimsAttr: []string{"lora.adapter=none", "region=eu-west"}}},
 		{ID: ID(12), Kind: eventgraph.KindLog, Time: at(2100 * ms), ReqID: ReqHealthy, Stage: "model/forward", Service: "gateway",
 			Host: "node-b", SeverityNumber: 9, SeverityText: "INFO", Message: "forward done", TraceID: "t3", SpanID: "s5"},
 
@@ -106,7 +111,7 @@ func Run(t *testing.T, open Opener) {
 		{"DanglingReferences", testDanglingReferences},
 		{"MergeKeepsValues", testMergeKeepsValues},
 		{"Requests", testRequests},
-		{"DimensionCounts", testDimensionCounts},
+		{"DimensionEvents", testDimensionEvents},
 		{"HostileStrings", testHostileStrings},
 		{"NotFound", testNotFound},
 	} {
@@ -260,7 +265,8 @@ func testMergeKeepsValues(t *testing.T, s eventgraph.Backend) {
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 	want := full
-	want.Attrs = map[string]any{golden.GPUMemMb: 10200.0, golden.ValidAttr: true, golden.Tokens: 42.0}
+	want.Attrs = maps.Clone(full.Attrs)
+	want.Attrs[golden.Tokens] = 42.0
 	assert.Equal(t, want, got[0])
 }
 
@@ -286,59 +292,59 @@ func testRequests(t *testing.T, s eventgraph.Backend) {
 	assert.Empty(t, got, "the window's end is exclusive")
 }
 
-// referenceCounts counts, per dimension value, the requests of the fixture that carry it.
-func referenceCounts(events []eventgraph.Event) []eventgraph.DimensionCount {
+// referenceDimensionEvents is what DimensionEvents returns for the fixture's
+// events in [from, to), in a canonical order.
+func referenceDimensionEvents(events []eventgraph.Event, from, to time.Time) []eventgraph.DimensionEvent {
 	failed := map[string]bool{}
 	for _, r := range eventgraph.Requests(events) {
 		failed[r.ReqID] = r.Failed
 	}
-	type key struct {
-		d eventgraph.Dimension
-		v string
-	}
-	reqs := map[key]map[string]bool{}
+	var out []eventgraph.DimensionEvent
 	for _, e := range events {
-		for _, d := range eventgraph.Dimensions {
-			if v := e.Value(d); v != "" && e.ReqID != "" {
-				k := key{d, v}
-				if reqs[k] == nil {
-					reqs[k] = map[string]bool{}
-				}
-				reqs[k][e.ReqID] = true
-			}
+		if e.ReqID == "" || e.Time.Before(from) || !e.Time.Before(to) {
+			continue
 		}
-	}
-	var out []eventgraph.DimensionCount
-	for k, set := range reqs {
-		c := eventgraph.DimensionCount{Dimension: k.d, Value: k.v}
-		for req := range set {
-			if failed[req] {
-				c.Failing++
-			} else {
-				c.Healthy++
-			}
+		d := eventgraph.DimensionEvent{ReqID: e.ReqID, RequestFailed: failed[e.ReqID], EventFailed: e.Failed, AdjustedCount: 1,
+			Stage: e.Stage, ModelVer: e.ModelVer, InputHash: e.InputHash, Service: e.Service, Host: e.Host, GPU: e.GPU}
+		if w, ok := e.Attrs[golden.SamplingAdjustedCount].(float64); ok {
+			d.AdjustedCount = w
 		}
-		out = append(out, c)
+		d.Dims, _ = e.Attrs[eventgraph.DimsAttr].([]string)
+		d.Symptoms, _ = e.Attrs[eventgraph.SymptomsAttr].([]string)
+		if d.RequestFailed {
+			d.Reasons, _ = e.Attrs[failure.ReasonsAttr].([]string)
+		}
+		out = append(out, d)
 	}
-	slices.SortFunc(out, func(x, y eventgraph.DimensionCount) int {
-		return cmp.Or(cmp.Compare(x.Dimension, y.Dimension), cmp.Compare(x.Value, y.Value))
-	})
-	return out
+	return sortedDimensionEvents(out)
 }
 
-func testDimensionCounts(t *testing.T, s eventgraph.Backend) {
+func sortedDimensionEvents(events []eventgraph.DimensionEvent) []eventgraph.DimensionEvent {
+	if len(events) == 0 {
+		return nil
+	}
+	slices.SortFunc(events, func(x, y eventgraph.DimensionEvent) int {
+		return cmp.Or(cmp.Compare(x.ReqID, y.ReqID), cmp.Compare(x.Stage, y.Stage), cmp.Compare(x.Service, y.Service),
+			cmp.Compare(strings.Join(x.Dims, ","), strings.Join(y.Dims, ",")), cmp.Compare(x.GPU, y.GPU),
+			cmp.Compare(x.Host, y.Host), cmp.Compare(x.ModelVer, y.ModelVer), cmp.Compare(x.InputHash, y.InputHash))
+	})
+	return events
+}
+
+func testDimensionEvents(t *testing.T, s eventgraph.Backend) {
 	ctx := context.Background()
 	write(t, s, Fixture()...)
-	got, err := s.DimensionCounts(ctx, T0, T0.Add(time.Hour))
+	for _, window := range [][2]time.Duration{{0, time.Hour}, {2 * time.Second, time.Hour}, {-time.Hour, 0}, {5 * time.Millisecond, 830 * time.Millisecond}} {
+		from, to := T0.Add(window[0]), T0.Add(window[1])
+		got, truncated, err := s.DimensionEvents(ctx, from, to, 1000)
+		require.NoError(t, err)
+		assert.False(t, truncated)
+		assert.Equal(t, referenceDimensionEvents(Fixture(), from, to), sortedDimensionEvents(got), "window %v", window)
+	}
+	got, truncated, err := s.DimensionEvents(ctx, T0, T0.Add(time.Hour), 3)
 	require.NoError(t, err)
-	want := referenceCounts(Fixture())
-	assert.Equal(t, want, got)
-	assert.Contains(t, got, eventgraph.DimensionCount{Dimension: eventgraph.DimModel, Value: "llama3-8b-v2.3.2", Failing: 1})
-	assert.Contains(t, got, eventgraph.DimensionCount{Dimension: eventgraph.DimService, Value: "gateway", Failing: 1, Healthy: 1})
-
-	got, err = s.DimensionCounts(ctx, T0.Add(2*time.Second), T0.Add(time.Hour))
-	require.NoError(t, err)
-	assert.Equal(t, referenceCounts(eventsOf(Fixture(), ReqHealthy)), got)
+	assert.True(t, truncated, "a window with more events than the limit says so")
+	assert.Len(t, got, 3)
 }
 
 // Hostile are values that would break queries built by concatenation.
@@ -371,9 +377,11 @@ func testHostileStrings(t *testing.T, s eventgraph.Backend) {
 		require.NoError(t, err)
 		assert.Equal(t, []eventgraph.Event{e}, got)
 	}
-	counts, err := s.DimensionCounts(ctx, T0, T0.Add(time.Hour))
+	dims, _, err := s.DimensionEvents(ctx, T0, T0.Add(time.Hour), 1000)
 	require.NoError(t, err)
-	assert.Contains(t, counts, eventgraph.DimensionCount{Dimension: eventgraph.DimModel, Value: Hostile[3], Healthy: 1})
+	assert.Len(t, dims, len(Hostile))
+	assert.Contains(t, dims, eventgraph.DimensionEvent{ReqID: Hostile[3], AdjustedCount: 1, Stage: Hostile[3], ModelVer: Hostile[3],
+		InputHash: Hostile[3], Service: Hostile[3], Host: Hostile[3], GPU: Hostile[3]})
 	_, err = s.Neighbourhood(ctx, Hostile[3], 1)
 	assert.ErrorIs(t, err, eventgraph.ErrNotFound)
 }
