@@ -220,9 +220,12 @@ type Graph struct {
 // event carries.
 type DimensionEvent struct {
 	ReqID string
+	Time  time.Time
 	// RequestFailed is the outcome of the event's request; EventFailed that
-	// the event itself shows the failure.
-	RequestFailed, EventFailed bool
+	// the event itself shows the failure; ReportsError that it says so
+	// itself (a log record at error severity or above, a span with an error
+	// status).
+	RequestFailed, EventFailed, ReportsError bool
 	// AdjustedCount is the requests the event's request stands for
 	// (sampling.adjusted_count; 1 where the record had none).
 	AdjustedCount float64
@@ -231,8 +234,10 @@ type DimensionEvent struct {
 	// Dims are the event's other low-cardinality attributes (DimsAttr), and
 	// Symptoms the attributes its request's failure reasons name (SymptomsAttr).
 	Dims, Symptoms []string
-	// Reasons are the failure reasons its request carries (on a failed
-	// request's events), as text.
+	// Reasons are the failure reasons its request carries, as text.
+	// Symptoms and Reasons may be read only from the events that show the
+	// failure (EventFailed). Stores may share these lists between events:
+	// read them, never change them.
 	Reasons []string
 }
 

@@ -41,10 +41,12 @@ ORDER BY r.first_time, r.req_id`
 // request's outcome, through the event time index.
 const dimensionEventsQuery = `MATCH (e:Event) WHERE e.time >= $from AND e.time < $to AND e.req_id IS NOT NULL
 OPTIONAL MATCH (r:Request {req_id: e.req_id})
-RETURN e.req_id, coalesce(r.failed, false), coalesce(e.failed, false), e.stage, e.model_ver, e.input_hash,
+RETURN e.req_id, e.time, coalesce(r.failed, false), coalesce(e.failed, false),
+  coalesce(e.severity_number, 0) >= 17 OR coalesce(e.status, '') = 'error', e.stage, e.model_ver, e.input_hash,
   e.` + propService + `, e.` + propHost + `, e.` + propGPU + `,
-  e.` + "`" + golden.SamplingAdjustedCount + "`" + `, e.` + "`" + eventgraph.DimsAttr + "`" + `, e.` + "`" + eventgraph.SymptomsAttr + "`" + `,
-  CASE WHEN r.failed THEN e.` + "`" + failure.ReasonsAttr + "`" + ` END
+  e.` + "`" + golden.SamplingAdjustedCount + "`" + `, e.` + "`" + eventgraph.DimsAttr + "`" + `,
+  CASE WHEN e.failed THEN e.` + "`" + eventgraph.SymptomsAttr + "`" + ` END,
+  CASE WHEN e.failed AND r.failed THEN e.` + "`" + failure.ReasonsAttr + "`" + ` END
 LIMIT $limit`
 
 func (s *Store) read(ctx context.Context, query string, params map[string]any) ([]*neo4j.Record, error) {
@@ -122,15 +124,16 @@ func (s *Store) DimensionEvents(ctx context.Context, from, to time.Time, limit i
 	for i, r := range records {
 		v := r.Values
 		e := &out[i]
-		e.ReqID = str(v[0])
-		e.RequestFailed, _ = v[1].(bool)
-		e.EventFailed, _ = v[2].(bool)
-		e.Stage, e.ModelVer, e.InputHash, e.Service, e.Host, e.GPU = str(v[3]), str(v[4]), str(v[5]), str(v[6]), str(v[7]), str(v[8])
+		e.ReqID, e.Time = str(v[0]), utc(v[1])
+		e.RequestFailed, _ = v[2].(bool)
+		e.EventFailed, _ = v[3].(bool)
+		e.ReportsError, _ = v[4].(bool)
+		e.Stage, e.ModelVer, e.InputHash, e.Service, e.Host, e.GPU = str(v[5]), str(v[6]), str(v[7]), str(v[8]), str(v[9]), str(v[10])
 		e.AdjustedCount = 1
-		if w, ok := v[9].(float64); ok && w >= 1 {
+		if w, ok := v[11].(float64); ok && w >= 1 {
 			e.AdjustedCount = w
 		}
-		e.Dims, e.Symptoms, e.Reasons = strs(v[10]), strs(v[11]), strs(v[12])
+		e.Dims, e.Symptoms, e.Reasons = strs(v[12]), strs(v[13]), strs(v[14])
 	}
 	return out, truncated, nil
 }

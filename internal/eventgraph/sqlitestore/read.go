@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/loom-otel/loom/internal/eventgraph"
@@ -164,63 +166,139 @@ func (s *Store) Requests(ctx context.Context, from, to time.Time, failed bool) (
 	return out, rows.Err()
 }
 
-// dimensionEventsQuery reads the window's events of requests with their
-// request's outcome. Only the three attributes ranking needs are taken out of
-// the JSON, never the whole of it.
-const dimensionEventsQuery = `SELECT e.req_id, r.failed, e.failed, e.stage, e.model_ver, e.input_hash, e.service, e.host, e.gpu,
+// dimensionEventsQuery reads the window's events of requests (their
+// requests' outcomes are read apart: a join per event costs more). Only the
+// attributes ranking needs are taken out of the JSON, never the whole of it,
+// and a request's symptoms and reasons only from the events that show its
+// failure (every failed request has one).
+const dimensionEventsQuery = `SELECT e.req_id, e.time_ns, e.failed,
+	coalesce(e.severity_number, 0) >= ` + errorSeverity + ` OR coalesce(e.status, '') = 'error', e.stage, e.model_ver, e.input_hash, e.service, e.host, e.gpu,
 	json_extract(e.attrs, '$."` + golden.SamplingAdjustedCount + `"'),
 	json_extract(e.attrs, '$."` + eventgraph.DimsAttr + `"'),
-	json_extract(e.attrs, '$."` + eventgraph.SymptomsAttr + `"'),
-	CASE WHEN r.failed THEN json_extract(e.attrs, '$."` + failure.ReasonsAttr + `"') END
-FROM events e JOIN requests r ON r.req_id = e.req_id
+	CASE WHEN e.failed THEN json_extract(e.attrs, '$."` + eventgraph.SymptomsAttr + `"') END,
+	CASE WHEN e.failed THEN json_extract(e.attrs, '$."` + failure.ReasonsAttr + `"') END
+FROM events e
 WHERE e.time_ns >= ? AND e.time_ns < ? AND e.req_id IS NOT NULL
 LIMIT ?`
 
-// DimensionEvents returns the events in [from, to) that belong to a request, at most limit.
+// errorSeverity is plog.SeverityNumberError, the least severity that reports an error.
+const errorSeverity = "17"
+
+// DimensionEvents returns the events in [from, to) that belong to a request,
+// at most limit. The window is read in slices side by side, one connection
+// each: reading rows is most of a ranking's time.
 func (s *Store) DimensionEvents(ctx context.Context, from, to time.Time, limit int) ([]eventgraph.DimensionEvent, bool, error) {
-	rows, err := s.db.QueryContext(ctx, dimensionEventsQuery, from.UnixNano(), to.UnixNano(), limit+1)
+	slices := min(runtime.GOMAXPROCS(0), maxReadConns)
+	step := to.Sub(from) / time.Duration(slices)
+	if step <= 0 {
+		slices, step = 1, to.Sub(from)
+	}
+	parts := make([][]eventgraph.DimensionEvent, slices)
+	errs := make([]error, slices)
+	var wg sync.WaitGroup
+	for i := range slices {
+		lo, hi := from.Add(time.Duration(i)*step), from.Add(time.Duration(i+1)*step)
+		if i == slices-1 {
+			hi = to
+		}
+		wg.Go(func() { parts[i], errs[i] = s.dimensionEvents(ctx, lo, hi, limit+1) })
+	}
+	var failed []eventgraph.Request
+	var failedErr error
+	wg.Go(func() { failed, failedErr = s.Requests(ctx, from, to, true) })
+	wg.Wait()
+	if failedErr != nil {
+		return nil, false, failedErr
+	}
+	failing := make(map[string]bool, len(failed))
+	for _, r := range failed {
+		failing[r.ReqID] = true
+	}
+	var out []eventgraph.DimensionEvent
+	truncated := false
+	for i, part := range parts {
+		if errs[i] != nil {
+			return nil, false, errs[i]
+		}
+		out = append(out, part...)
+		if len(out) > limit {
+			out, truncated = out[:limit], true
+			break
+		}
+	}
+	for i := range out {
+		e := &out[i]
+		if e.RequestFailed = failing[e.ReqID]; !e.RequestFailed {
+			e.Reasons = nil
+		}
+	}
+	return out, truncated, nil
+}
+
+func (s *Store) dimensionEvents(ctx context.Context, from, to time.Time, limit int) ([]eventgraph.DimensionEvent, error) {
+	rows, err := s.db.QueryContext(ctx, dimensionEventsQuery, from.UnixNano(), to.UnixNano(), limit)
 	if err != nil {
-		return nil, false, fmt.Errorf("sqlitestore: dimension events: %w", err)
+		return nil, fmt.Errorf("sqlitestore: dimension events: %w", err)
 	}
 	defer func() { _ = rows.Close() }()
+	// A window repeats few values (services, hosts, lists of dimensions)
+	// over many rows: each is made a string, or decoded, once.
+	texts := map[string]string{}
+	text := func(b sql.RawBytes) string {
+		if t, ok := texts[string(b)]; ok {
+			return t
+		}
+		t := string(b)
+		texts[t] = t
+		return t
+	}
+	lists := map[string][]string{}
+	list := func(b sql.RawBytes) ([]string, error) {
+		if l, ok := lists[string(b)]; ok || len(b) == 0 {
+			return l, nil
+		}
+		l, err := stringList(string(b))
+		lists[string(b)] = l
+		return l, err
+	}
 	var out []eventgraph.DimensionEvent
+	var reqID, stage, model, input, service, host, gpu, dims, symptoms, reasons sql.RawBytes
 	for rows.Next() {
 		var e eventgraph.DimensionEvent
-		var stage, model, input, service, host, gpu, dims, symptoms, reasons sql.NullString
 		var weight sql.NullFloat64
-		if err := rows.Scan(&e.ReqID, &e.RequestFailed, &e.EventFailed, &stage, &model, &input, &service, &host, &gpu,
+		var at int64
+		if err := rows.Scan(&reqID, &at, &e.EventFailed, &e.ReportsError, &stage, &model, &input, &service, &host, &gpu,
 			&weight, &dims, &symptoms, &reasons); err != nil {
-			return nil, false, fmt.Errorf("sqlitestore: dimension events: %w", err)
+			return nil, fmt.Errorf("sqlitestore: dimension events: %w", err)
 		}
-		if len(out) == limit {
-			return out, true, nil
-		}
-		e.Stage, e.ModelVer, e.InputHash = stage.String, model.String, input.String
-		e.Service, e.Host, e.GPU = service.String, host.String, gpu.String
+		e.ReqID, e.Time = text(reqID), time.Unix(0, at).UTC()
+		e.Stage, e.ModelVer, e.InputHash = text(stage), text(model), text(input)
+		e.Service, e.Host, e.GPU = text(service), text(host), text(gpu)
 		e.AdjustedCount = 1
 		if weight.Valid && weight.Float64 >= 1 {
 			e.AdjustedCount = weight.Float64
 		}
-		if e.Dims, err = stringList(dims); err == nil {
-			if e.Symptoms, err = stringList(symptoms); err == nil {
-				e.Reasons, err = stringList(reasons)
+		if e.Dims, err = list(dims); err == nil {
+			if e.Symptoms, err = list(symptoms); err == nil {
+				e.Reasons, err = list(reasons)
 			}
 		}
 		if err != nil {
-			return nil, false, fmt.Errorf("sqlitestore: dimension events of %q: %w", e.ReqID, err)
+			return nil, fmt.Errorf("sqlitestore: dimension events of %q: %w", e.ReqID, err)
 		}
 		out = append(out, e)
 	}
-	return out, false, rows.Err()
+	return out, rows.Err()
 }
 
-// stringList decodes a JSON list of strings that json_extract returned.
-func stringList(raw sql.NullString) ([]string, error) {
-	if !raw.Valid || raw.String == "" {
-		return nil, nil
+// stringList decodes a JSON list of strings that json_extract returned:
+// minified, so a list without escapes splits on its quotes.
+func stringList(text string) ([]string, error) {
+	if strings.HasPrefix(text, `["`) && strings.HasSuffix(text, `"]`) && !strings.ContainsRune(text, '\\') {
+		return strings.Split(text[2:len(text)-2], `","`), nil
 	}
 	var list []string
-	return list, json.Unmarshal([]byte(raw.String), &list)
+	return list, json.Unmarshal([]byte(text), &list)
 }
 
 func scanEvents(rows *sql.Rows) ([]eventgraph.Event, error) {

@@ -30,6 +30,9 @@ type Options struct {
 	MaxBytes int64
 }
 
+// maxReadConns bounds the file's connections: a writer and readers.
+const maxReadConns = 4
+
 // Store is an embedded event graph in one SQLite file.
 type Store struct {
 	db   *sql.DB
@@ -61,8 +64,8 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	// One writer (s.mu) and a few concurrent readers.
-	db.SetMaxOpenConns(4)
-	db.SetMaxIdleConns(4)
+	db.SetMaxOpenConns(maxReadConns)
+	db.SetMaxIdleConns(maxReadConns)
 	if _, err := db.ExecContext(ctx, schema); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("sqlitestore: create schema in %s: %w", path, err)
