@@ -1,8 +1,10 @@
 // Package rootcause localizes multi-dimensional root causes: given leaves (one
 // combination of dimension values each, with an observed and an expected
 // amount), it returns the few elements (conjunctions of dimension=value terms)
-// that explain where the observed amounts depart from the expected ones. See
-// README.md for the method and its figures on the rcabench data.
+// that explain where the observed amounts depart from the expected ones.
+// Subgroups ranks the same kind of elements over sampled units (rows with
+// weights) instead of leaves. See README.md for the methods and their
+// figures on the rcabench data.
 package rootcause
 
 import (
