@@ -38,7 +38,8 @@ func openBenchStore(b *testing.B) eventgraph.Store {
 			e := eventgraph.Event{ID: fmt.Sprintf("%032x", n*benchPerRequest+k), ReqID: id, Service: services[k%5],
 				Stage: services[k%5] + "/step", Time: at.Add(time.Duration(k) * time.Millisecond), TraceID: fmt.Sprintf("t%d", n),
 				ModelVer: "model-v1", InputHash: fmt.Sprintf("%08x", n%5000),
-				Attrs: map[string]any{"resource_usage.latency_ms": float64(k), eventgraph.FieldsAttr: []string{"a.b", "c.d"}}}
+				Attrs: map[string]any{"resource_usage.latency_ms": float64(k), eventgraph.FieldsAttr: []string{"a.b", "c.d"},
+					eventgraph.DimsAttr: []string{fmt.Sprintf("region=r%d", n%4), fmt.Sprintf("adapter=a%d", n%7)}}}
 			if k%2 == 0 {
 				e.Kind, e.SpanID, e.End = eventgraph.KindSpan, fmt.Sprintf("s%d", k), e.Time.Add(5*time.Millisecond)
 			} else {
@@ -70,7 +71,7 @@ func BenchmarkEndpoints(b *testing.B) {
 	window := "from=" + benchT0.Add(45*time.Minute).Format(time.RFC3339) + "&to=" + benchT0.Add(time.Hour).Format(time.RFC3339)
 	for _, path := range []string{
 		"/api/requests/" + failing, "/requests/" + failing, "/api/requests/" + failing + "/compare",
-		"/requests/" + failing + "/compare", "/api/failing?" + window, "/?" + window,
+		"/requests/" + failing + "/compare", "/api/failing?" + window, "/?" + window, "/api/rootcause?" + window,
 	} {
 		b.Run(path[:min(len(path), 40)], func(b *testing.B) {
 			var took []time.Duration

@@ -2,6 +2,7 @@ package rcaextension
 
 import (
 	"context"
+	"maps"
 	"math"
 	"net/http"
 	"slices"
@@ -201,7 +202,7 @@ func diffRequests(bad, good []eventgraph.Event) []difference {
 			continue // the records without a stage are no one place: their fields are not compared
 		}
 		g := goodFields[p]
-		for _, name := range sortedKeys(g) {
+		for _, name := range slices.Sorted(maps.Keys(g)) {
 			if ignoredField(name) {
 				continue
 			}
@@ -213,7 +214,7 @@ func diffRequests(bad, good []eventgraph.Event) []difference {
 				out = append(out, difference{Kind: "differs", Service: p.service, Stage: p.stage, Event: string(p.kind), Field: name, Bad: bv, Good: g[name]})
 			}
 		}
-		for _, name := range sortedKeys(b) {
+		for _, name := range slices.Sorted(maps.Keys(b)) {
 			if _, present := g[name]; !present && !ignoredField(name) {
 				out = append(out, difference{Kind: "extra", Service: p.service, Stage: p.stage, Event: string(p.kind), Field: name, Bad: b[name]})
 			}
@@ -265,15 +266,6 @@ func fieldsByPlace(events []eventgraph.Event) (map[place]map[string]any, []place
 		}
 	}
 	return fields, order
-}
-
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // differs says whether two values of a field tell the requests apart: text

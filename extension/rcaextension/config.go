@@ -24,8 +24,27 @@ type Config struct {
 	MaxWindow time.Duration `mapstructure:"max_window"`
 	// MaxRequests bounds the failing requests a view lists.
 	MaxRequests int `mapstructure:"max_requests"`
+	// RootCause tunes the root-cause ranking.
+	RootCause RootCauseConfig `mapstructure:"root_cause"`
 
 	_ struct{}
+}
+
+// RootCauseConfig tunes the root-cause ranking. Its dimensions are
+// discovered from the data: the golden fields, service.name, host.name and
+// every attribute the eventgraph exporter found to have few values.
+type RootCauseConfig struct {
+	// Include, when set, ranks only these dimensions (attribute names as on
+	// the records, input_hash.prefix for the input family).
+	Include []string `mapstructure:"include"`
+	// Exclude never ranks these dimensions.
+	Exclude []string `mapstructure:"exclude"`
+	// MaxEvents bounds the events one ranking reads; a window holding more
+	// is ranked on its first max_events events and says so.
+	MaxEvents int `mapstructure:"max_events"`
+	// InputHashPrefix is the hex digits of input_hash that name an input
+	// family (as reqsampling's learning.prefix_length).
+	InputHashPrefix int `mapstructure:"input_hash_prefix"`
 }
 
 // Validate names the key to fix.
@@ -42,6 +61,12 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxRequests <= 0 {
 		errs = append(errs, errors.New("max_requests: must be positive, e.g. 200"))
+	}
+	if c.RootCause.MaxEvents < 1 {
+		errs = append(errs, errors.New("root_cause::max_events: must be positive, e.g. 1000000"))
+	}
+	if c.RootCause.InputHashPrefix < 1 || c.RootCause.InputHashPrefix > 8 {
+		errs = append(errs, errors.New("root_cause::input_hash_prefix: must be 1 to 8 hex digits, e.g. 2"))
 	}
 	return errors.Join(errs...)
 }

@@ -30,6 +30,7 @@ func createDefaultConfig() component.Config {
 		Window:      15 * time.Minute,
 		MaxWindow:   24 * time.Hour,
 		MaxRequests: 200,
+		RootCause:   RootCauseConfig{MaxEvents: 1_000_000, InputHashPrefix: 2},
 	}
 }
 

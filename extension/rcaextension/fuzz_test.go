@@ -18,7 +18,7 @@ func FuzzAPI(f *testing.F) {
 		q := url.Values{"from": {from}, "to": {to}}.Encode()
 		for _, path := range []string{
 			"/api/requests/" + url.PathEscape(reqID), "/api/requests/" + url.PathEscape(reqID) + "/compare",
-			"/requests/" + url.PathEscape(reqID), "/api/failing?" + q, "/?" + q,
+			"/requests/" + url.PathEscape(reqID), "/api/failing?" + q, "/?" + q, "/api/rootcause?" + q, "/rootcause?" + q,
 		} {
 			req, err := http.NewRequest(http.MethodGet, "http://rca"+path, nil)
 			if err != nil {

@@ -37,6 +37,7 @@ func newHandler(cfg *Config, store func() (eventgraph.Store, bool), failureMap f
 	route(h.mux, "/requests/{req_id}", h.loadRequest, "request.html", requestPageOf)
 	route(h.mux, "/requests/{req_id}/compare", h.loadComparison, "compare.html", comparePageOf)
 	route(h.mux, "/inputs", h.loadInputs, "inputs.html", func(v *inputsView) any { return v })
+	route(h.mux, "/rootcause", h.loadRootCause, "rootcause.html", func(v *rootCauseView) any { return v })
 	h.mux.HandleFunc("GET /api/failing", serveJSON(h.loadFailing))
 	h.mux.HandleFunc("GET /{$}", servePage(h.loadFailing, "overview.html", overviewPageOf))
 	return h
@@ -288,12 +289,17 @@ type requestItem struct {
 	Last  time.Time `json:"last"`
 }
 
-func (h *handler) loadFailing(r *http.Request) (*failingView, error) {
-	from, to, err := h.window(r)
-	if err != nil {
-		return nil, err
+// windowGraph reads the request's window and returns the store to read it from.
+func (h *handler) windowGraph(r *http.Request) (store eventgraph.Store, from, to time.Time, err error) {
+	if from, to, err = h.window(r); err != nil {
+		return nil, from, to, err
 	}
-	store, err := h.graph()
+	store, err = h.graph()
+	return store, from, to, err
+}
+
+func (h *handler) loadFailing(r *http.Request) (*failingView, error) {
+	store, from, to, err := h.windowGraph(r)
 	if err != nil {
 		return nil, err
 	}

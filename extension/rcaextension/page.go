@@ -17,6 +17,7 @@ var templateFiles embed.FS
 var pages = template.Must(template.New("").Funcs(template.FuncMap{
 	"requestPath": func(id string) string { return "/requests/" + url.PathEscape(id) },
 	"apiPath":     func(id string) string { return "/api/requests/" + url.PathEscape(id) },
+	"comparePath": func(id string) string { return "/requests/" + url.PathEscape(id) + "/compare" },
 	"clock":       func(t time.Time) string { return t.UTC().Format("15:04:05.000") },
 	"stamp":       func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 	"percent":     func(share float64) float64 { return 100 * share },

@@ -1,0 +1,594 @@
+package rcaextension
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"math"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+
+	"github.com/loom-otel/loom/internal/eventgraph"
+	"github.com/loom-otel/loom/internal/failure"
+	"github.com/loom-otel/loom/internal/golden"
+	"github.com/loom-otel/loom/internal/rootcause"
+)
+
+const (
+	// maxDimensionValues: a dimension with more values in a window is an
+	// id, not something failures share.
+	maxDimensionValues = 256
+	maxRootCauses      = 10
+	// maxTerms bounds the values of one candidate: a cause an SRE can act
+	// on is one value or a few together.
+	maxTerms          = 3
+	maxExamples       = 5
+	maxReasonEvidence = 3
+	// InputHashPrefixDim names the input family dimension: the first digits
+	// of input_hash.
+	InputHashPrefixDim = "input_hash.prefix"
+)
+
+// rootCauseView is the ranking of a window: which dimension values, alone or
+// together, explain the failing requests.
+type rootCauseView struct {
+	Window windowView `json:"window"`
+	// Failing counts the failing requests; Total estimates all requests,
+	// each kept request counted for the requests sampling let it stand for.
+	Failing    int             `json:"failing"`
+	Total      int             `json:"total"`
+	Candidates []candidateView `json:"candidates"`
+	// Dimensions are the ones ranked; Symptoms the attributes left out, or
+	// some of whose values were, as how failures show rather than why: the
+	// failure reasons name them, or only the events showing a failure carry
+	// the value.
+	Dimensions []string `json:"dimensions"`
+	Symptoms   []string `json:"symptoms"`
+	// Truncated: the window held more than root_cause::max_events events;
+	// the ranking read the first of them.
+	Truncated bool `json:"truncated"`
+}
+
+type candidateView struct {
+	Dimensions map[string]string `json:"dimensions"`
+	// Score is the evidence for the candidate in nats (how much it shortens
+	// the description of the window's outcomes).
+	Score float64 `json:"score"`
+	// Failing and Total count the requests inside, Outside the others.
+	Failing int         `json:"failing"`
+	Total   int         `json:"total"`
+	Outside outsideView `json:"outside"`
+	// Equivalent are other values that mark (nearly) the same failing
+	// requests (an instance and the GPU it owns, a router's target): the
+	// counts cannot tell them from the candidate, the evidence may.
+	Equivalent []map[string]string `json:"equivalent"`
+	Evidence   []string            `json:"evidence"`
+	Examples   []string            `json:"examples"`
+	key        setKey
+}
+
+type outsideView struct {
+	Failing int `json:"failing"`
+	Total   int `json:"total"`
+}
+
+func (h *handler) loadRootCause(r *http.Request) (*rootCauseView, error) {
+	store, from, to, err := h.windowGraph(r)
+	if err != nil {
+		return nil, err
+	}
+	events, truncated, err := store.DimensionEvents(r.Context(), from, to, h.cfg.RootCause.MaxEvents)
+	if err != nil {
+		return nil, err
+	}
+	v, err := rankRootCauses(events, &h.cfg.RootCause)
+	if err != nil {
+		return nil, err
+	}
+	v.Window, v.Truncated = windowView{from, to}, truncated
+	return v, nil
+}
+
+// ranking holds a window's events and requests as dimension value codes.
+type ranking struct {
+	cfg      *RootCauseConfig
+	dims     []string
+	dimIndex map[string]int
+	// values[dim][code]; code 0 is the empty value (no event of the request has the dimension).
+	values   [][]string
+	valueIdx []map[string]uint16
+	// terms[termStart[i]:termStart[i+1]] are event i's (dim, code) pairs.
+	terms     []dimCode
+	termStart []int32
+	reqOf     []int32 // event -> request
+	requests  []rankedRequest
+	symptoms  map[string]bool
+	// codes[q*len(dims)+d] is request q's value of dimension d (see project).
+	codes []uint16
+}
+
+type dimCode struct {
+	dim  int32
+	code uint16
+}
+
+type rankedRequest struct {
+	id      string
+	failed  bool
+	weight  float64
+	reasons []string
+}
+
+// rankRootCauses ranks the dimension values that explain a window's failing
+// requests. Each request is a row weighted by its adjusted count (the
+// requests sampling let it stand for), holding one value per dimension: the
+// one value its events carry, or, where they carry several (the hosts of
+// its services), the one under which requests fail most. The subgroup
+// search (internal/rootcause) finds the values, alone or in pairs, under
+// which the failing share rises most, greedily.
+func rankRootCauses(events []eventgraph.DimensionEvent, cfg *RootCauseConfig) (*rootCauseView, error) {
+	rk := newRanking(events, cfg)
+	v := &rootCauseView{Candidates: []candidateView{}, Dimensions: []string{}, Symptoms: slices.Sorted(maps.Keys(rk.symptoms))}
+	var failing, total float64
+	for _, q := range rk.requests {
+		total += q.weight
+		if q.failed {
+			failing++
+		}
+	}
+	v.Failing, v.Total = int(failing), int(math.Round(total))
+	if failing == 0 || failing == float64(len(rk.requests)) {
+		return v, nil
+	}
+	rk.project(failing / total)
+	v.Dimensions = rk.rankedDims()
+	found := rootcause.Subgroups(rk.rows(), rootcause.SubgroupOptions{MaxResults: maxRootCauses})
+	sets := rk.termSets()
+	for _, f := range found {
+		cand := rk.candidate(f.Element, f.Score, int(failing), total, sets)
+		if !slices.ContainsFunc(v.Candidates, func(o candidateView) bool { return o.key == cand.key }) {
+			v.Candidates = append(v.Candidates, cand)
+		}
+	}
+	return v, nil
+}
+
+func newRanking(events []eventgraph.DimensionEvent, cfg *RootCauseConfig) *ranking {
+	rk := &ranking{cfg: cfg, dimIndex: map[string]int{}, symptoms: map[string]bool{},
+		termStart: make([]int32, 0, len(events)+1), reqOf: make([]int32, 0, len(events))}
+	for i := range events {
+		for _, s := range events[i].Symptoms {
+			rk.symptoms[s] = true
+		}
+	}
+	reqIndex := map[string]int32{}
+	for i := range events {
+		e := &events[i]
+		qi, ok := reqIndex[e.ReqID]
+		if !ok {
+			qi = int32(len(rk.requests))
+			reqIndex[e.ReqID] = qi
+			rk.requests = append(rk.requests, rankedRequest{id: e.ReqID, weight: 1})
+		}
+		q := &rk.requests[qi]
+		q.failed = q.failed || e.RequestFailed
+		q.weight = max(q.weight, e.AdjustedCount)
+		if q.reasons == nil && len(e.Reasons) > 0 {
+			q.reasons = e.Reasons
+		}
+		rk.reqOf = append(rk.reqOf, qi)
+		rk.termStart = append(rk.termStart, int32(len(rk.terms)))
+		rk.addEvent(e)
+	}
+	rk.termStart = append(rk.termStart, int32(len(rk.terms)))
+	rk.dropPerRecord(events)
+	rk.dropSymptomValues(events)
+	return rk
+}
+
+// dropPerRecord leaves out the attributes that describe a record rather
+// than the work: those whose value changes between the records one service
+// writes for one request (a log level, a message, a logger) in more than 1%
+// of the requests that carry them. A version, an adapter, a GPU or a region
+// stays the same across a service's records of a request.
+func (rk *ranking) dropPerRecord(events []eventgraph.DimensionEvent) {
+	// The events by request (a counting sort), and per request the first
+	// value each (service, dimension) showed.
+	start := make([]int32, len(rk.requests)+1)
+	for _, q := range rk.reqOf {
+		start[q+1]++
+	}
+	for q := range rk.requests {
+		start[q+1] += start[q]
+	}
+	next := slices.Clone(start[:len(rk.requests)])
+	order := make([]int32, len(rk.reqOf))
+	for i, q := range rk.reqOf {
+		order[next[q]] = int32(i)
+		next[q]++
+	}
+	type seen struct {
+		service string
+		dim     int32
+		code    uint16
+		varied  bool
+	}
+	var firsts []seen
+	varies, carried := make([]int, len(rk.dims)), make([]int, len(rk.dims))
+	for q := range rk.requests {
+		firsts = firsts[:0]
+		for _, i := range order[start[q]:start[q+1]] {
+			service := events[i].Service
+			for _, t := range rk.eventTerms(int(i)) {
+				k := slices.IndexFunc(firsts, func(f seen) bool { return f.dim == t.dim && f.service == service })
+				switch {
+				case k < 0:
+					firsts = append(firsts, seen{service: service, dim: t.dim, code: t.code})
+					carried[t.dim]++
+				case firsts[k].code != t.code && !firsts[k].varied:
+					firsts[k].varied = true
+					varies[t.dim]++
+				}
+			}
+		}
+	}
+	perRecord := make([]bool, len(rk.dims))
+	for d := range rk.dims {
+		perRecord[d] = !slices.Contains(fixedDims, rk.dims[d]) && varies[d]*100 > carried[d]
+	}
+	rk.keepTerms(func(t dimCode) bool { return !perRecord[t.dim] })
+}
+
+// keepTerms keeps the events' values that keep says to.
+func (rk *ranking) keepTerms(keep func(dimCode) bool) {
+	kept := rk.terms[:0]
+	start := int32(0)
+	for i := range rk.reqOf {
+		from, to := rk.termStart[i], rk.termStart[i+1]
+		rk.termStart[i] = start
+		for _, t := range rk.terms[from:to] {
+			if keep(t) {
+				kept = append(kept, t)
+				start++
+			}
+		}
+	}
+	rk.termStart[len(rk.reqOf)] = start
+	rk.terms = kept
+}
+
+// dropSymptomValues leaves out the discovered values that no healthy
+// request carries and that a failing request carries only once it fails:
+// on records that report the error themselves (level=ERROR, an error
+// message) or after the first of them (a retry's verdict, a cleanup). That is how a failure shows, not what
+// caused it; a cause (a version, a template, an adapter, a GPU) is there by
+// the time the failure shows. The golden fields, service.name and host.name
+// are context by design and always stay.
+func (rk *ranking) dropSymptomValues(events []eventgraph.DimensionEvent) {
+	firstError := make([]time.Time, len(rk.requests))
+	for i := range events {
+		q := rk.reqOf[i]
+		if events[i].ReportsError && (firstError[q].IsZero() || events[i].Time.Before(firstError[q])) {
+			firstError[q] = events[i].Time
+		}
+	}
+	type seen struct{ afterFailing, other bool }
+	flags := map[dimCode]*seen{}
+	for i := range events {
+		e := &events[i]
+		q := rk.reqOf[i]
+		after := e.RequestFailed && (e.ReportsError || (!firstError[q].IsZero() && e.Time.After(firstError[q])))
+		for _, t := range rk.eventTerms(i) {
+			if slices.Contains(fixedDims, rk.dims[t.dim]) {
+				continue
+			}
+			f := flags[t]
+			if f == nil {
+				f = &seen{}
+				flags[t] = f
+			}
+			if after {
+				f.afterFailing = true
+			} else {
+				f.other = true
+			}
+		}
+	}
+	symptom := map[dimCode]bool{}
+	for t, f := range flags {
+		if f.afterFailing && !f.other {
+			symptom[t] = true
+			rk.symptoms[rk.dims[t.dim]] = true
+		}
+	}
+	rk.keepTerms(func(t dimCode) bool { return !symptom[t] })
+}
+
+// fixedDims are the dimensions every event has a field for. The service and
+// the stage are not among them: every request passes several, and where a
+// failure shows is what its reasons and its timeline say.
+var fixedDims = []string{string(semconv.HostNameKey), golden.GPUID, golden.ModelVer, InputHashPrefixDim}
+
+func (rk *ranking) addEvent(e *eventgraph.DimensionEvent) {
+	prefix := ""
+	if len(e.InputHash) >= rk.cfg.InputHashPrefix {
+		prefix = e.InputHash[:rk.cfg.InputHashPrefix]
+	}
+	for i, value := range []string{e.Host, e.GPU, e.ModelVer, prefix} {
+		rk.add(fixedDims[i], value)
+	}
+	for _, d := range e.Dims {
+		name, value, ok := strings.Cut(d, "=")
+		if ok && !slices.Contains(fixedDims, name) {
+			rk.add(name, value)
+		}
+	}
+}
+
+func (rk *ranking) add(name, value string) {
+	if value == "" || rk.symptoms[name] || slices.Contains(rk.cfg.Exclude, name) ||
+		(len(rk.cfg.Include) > 0 && !slices.Contains(rk.cfg.Include, name)) {
+		return
+	}
+	d, ok := rk.dimIndex[name]
+	if !ok {
+		d = len(rk.dims)
+		rk.dimIndex[name] = d
+		rk.dims = append(rk.dims, name)
+		rk.values = append(rk.values, []string{""})
+		rk.valueIdx = append(rk.valueIdx, map[string]uint16{"": 0})
+	}
+	code, ok := rk.valueIdx[d][value]
+	if !ok {
+		if len(rk.values[d]) > maxDimensionValues {
+			return // counted as too many below
+		}
+		code = uint16(len(rk.values[d]))
+		rk.valueIdx[d][value] = code
+		rk.values[d] = append(rk.values[d], value)
+	}
+	rk.terms = append(rk.terms, dimCode{int32(d), code})
+}
+
+func (rk *ranking) eventTerms(i int) []dimCode { return rk.terms[rk.termStart[i]:rk.termStart[i+1]] }
+
+// project gives each request one value per dimension: the value its events
+// carry, or of several the one whose requests fail most in the window
+// (smoothed toward rate, so a value seen on few requests is not the riskiest
+// by chance).
+func (rk *ranking) project(rate float64) {
+	nd := len(rk.dims)
+	var failW, totW [][]float64
+	for d := range rk.dims {
+		failW = append(failW, make([]float64, len(rk.values[d])))
+		totW = append(totW, make([]float64, len(rk.values[d])))
+	}
+	rk.forEachRequestTerm(func(q int, t dimCode) {
+		totW[t.dim][t.code] += rk.requests[q].weight
+		if rk.requests[q].failed {
+			failW[t.dim][t.code] += rk.requests[q].weight
+		}
+	})
+	const prior = 5.0
+	risk := func(t dimCode) float64 { return (failW[t.dim][t.code] + prior*rate) / (totW[t.dim][t.code] + prior) }
+	rk.codes = make([]uint16, len(rk.requests)*nd)
+	rk.forEachRequestTerm(func(q int, t dimCode) {
+		cur := &rk.codes[q*nd+int(t.dim)]
+		if *cur == 0 || risk(t) > risk(dimCode{t.dim, *cur}) {
+			*cur = t.code
+		}
+	})
+}
+
+// forEachRequestTerm calls f once for each distinct value a request's events carry.
+func (rk *ranking) forEachRequestTerm(f func(q int, t dimCode)) {
+	seen := map[dimCode]int32{}
+	for i := range rk.reqOf {
+		q := rk.reqOf[i]
+		for _, t := range rk.eventTerms(i) {
+			if last, ok := seen[t]; ok && last == q+1 {
+				continue
+			}
+			seen[t] = q + 1
+			f(int(q), t)
+		}
+		// Events of one request are not always adjacent: a stale mark only
+		// costs a repeated call when a request's events interleave.
+		if len(seen) > 1<<16 {
+			clear(seen)
+		}
+	}
+}
+
+func (rk *ranking) code(q, d int) uint16 { return rk.codes[q*len(rk.dims)+d] }
+
+// rankedDims are the dimensions with at least two values in the window:
+// one value everywhere splits nothing.
+func (rk *ranking) rankedDims() []string {
+	var out []string
+	for d, name := range rk.dims {
+		values := map[uint16]bool{}
+		for q := range rk.requests {
+			values[rk.code(q, d)] = true
+		}
+		if len(rk.values[d]) <= maxDimensionValues+1 && len(values) >= 2 {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// rows are the requests with their values, as the subgroup search reads them.
+func (rk *ranking) rows() []rootcause.Row {
+	ranked := map[string]bool{}
+	for _, d := range rk.rankedDims() {
+		ranked[d] = true
+	}
+	rows := make([]rootcause.Row, len(rk.requests))
+	for q := range rk.requests {
+		r := &rows[q]
+		r.Weight, r.Hit = rk.requests[q].weight, rk.requests[q].failed
+		for d, name := range rk.dims {
+			if c := rk.code(q, d); c != 0 && ranked[name] {
+				r.Terms = append(r.Terms, rootcause.Term{Dim: name, Value: rk.values[d][c]})
+			}
+		}
+	}
+	return rows
+}
+
+// setKey identifies the failing requests under a value (an order-free hash
+// of them) and how many requests it holds in all.
+type setKey struct {
+	failing uint64
+	count   int
+	total   int64
+}
+
+// termSets is the setKey of every value of every dimension.
+func (rk *ranking) termSets() map[dimCode]setKey {
+	sets := map[dimCode]setKey{}
+	nd := len(rk.dims)
+	for q := range rk.requests {
+		for d := range nd {
+			c := rk.codes[q*nd+d]
+			if c == 0 {
+				continue
+			}
+			t := dimCode{int32(d), c}
+			k := sets[t]
+			k.total += int64(math.Round(rk.requests[q].weight))
+			if rk.requests[q].failed {
+				k.failing ^= requestHash(q)
+				k.count++
+			}
+			sets[t] = k
+		}
+	}
+	return sets
+}
+
+// requestHash spreads a request's index over 64 bits (splitmix64).
+func requestHash(q int) uint64 {
+	z := uint64(q) + 0x9e3779b97f4a7c15
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
+}
+
+// candidate counts the requests whose values include every value of the
+// element, and gathers their evidence and the values equivalent to it.
+func (rk *ranking) candidate(element rootcause.Element, score float64, failing int, total float64, sets map[dimCode]setKey) candidateView {
+	want := make([]dimCode, len(element))
+	v := candidateView{Dimensions: map[string]string{}, Score: math.Round(score*100) / 100,
+		Equivalent: []map[string]string{}, Evidence: []string{}, Examples: []string{}}
+	for i, t := range element {
+		d := rk.dimIndex[t.Dim]
+		want[i] = dimCode{int32(d), rk.valueIdx[d][t.Value]}
+		v.Dimensions[t.Dim] = t.Value
+	}
+	var insideTotal float64
+	var key setKey
+	reasons := map[string]int{}
+	inside := make([]bool, len(rk.requests))
+	for q := range rk.requests {
+		if inside[q] = rk.matches(q, element); !inside[q] {
+			continue
+		}
+		r := &rk.requests[q]
+		insideTotal += r.weight
+		key.total += int64(math.Round(r.weight))
+		if !r.failed {
+			continue
+		}
+		v.Failing++
+		key.failing ^= requestHash(q)
+		key.count++
+		if len(v.Examples) < maxExamples {
+			v.Examples = append(v.Examples, r.id)
+		}
+		for _, reason := range r.reasons {
+			reasons[reasonGroup(reason)]++
+		}
+	}
+	v.Total = int(math.Round(insideTotal))
+	v.Outside = outsideView{Failing: failing - v.Failing, Total: int(math.Round(total - insideTotal))}
+	v.Evidence = append(v.Evidence, fmt.Sprintf("%d of %d requests failed with these values (%s); %d of %d without them (%s)",
+		v.Failing, v.Total, share(float64(v.Failing), insideTotal), v.Outside.Failing, v.Outside.Total,
+		share(float64(v.Outside.Failing), total-insideTotal)))
+	for _, r := range topReasons(reasons, maxReasonEvidence) {
+		v.Evidence = append(v.Evidence, fmt.Sprintf("%s (%d of its failing requests)", r, reasons[r]))
+	}
+	overlap := map[dimCode]int{}
+	for q := range rk.requests {
+		if inside[q] && rk.requests[q].failed {
+			for d := range rk.dims {
+				if c := rk.code(q, d); c != 0 {
+					overlap[dimCode{int32(d), c}]++
+				}
+			}
+		}
+	}
+	for t, n := range overlap {
+		k := sets[t]
+		if float64(n) >= equivalentShare*float64(max(k.count, key.count)) && equalTotals(k.total, key.total) && !slices.Contains(want, t) {
+			v.Equivalent = append(v.Equivalent, map[string]string{rk.dims[t.dim]: rk.values[t.dim][t.code]})
+		}
+	}
+	slices.SortFunc(v.Equivalent, func(a, b map[string]string) int { return cmp.Compare(fmt.Sprint(a), fmt.Sprint(b)) })
+	v.key = key
+	return v
+}
+
+// equivalentShare is the share of the failing requests two values must
+// have in common to be told apart by nothing the counts say.
+const equivalentShare = 0.95
+
+// equalTotals: two values hold about the same requests in all (healthy
+// requests are estimated from a sample).
+func equalTotals(a, b int64) bool {
+	return math.Abs(float64(a-b)) <= 0.1*float64(max(a, b))
+}
+
+func share(part, whole float64) string {
+	if whole <= 0 {
+		return "no requests"
+	}
+	return fmt.Sprintf("%.1f%%", 100*part/whole)
+}
+
+// reasonGroup is a reason's text without the quantities of one request (a
+// duration, a share), so that requests failing the same way count together.
+func reasonGroup(text string) string {
+	for _, kind := range []failure.Kind{failure.KindLatency, failure.KindValueDrift} {
+		if strings.HasPrefix(text, kind.String()+": ") {
+			if i := strings.LastIndex(text, "): "); i > 0 {
+				return text[:i+1]
+			}
+		}
+	}
+	return text
+}
+
+// topReasons are the n reasons most failing requests give, most first.
+func topReasons(counts map[string]int, n int) []string {
+	reasons := slices.Sorted(maps.Keys(counts))
+	slices.SortStableFunc(reasons, func(a, b string) int { return cmp.Compare(counts[b], counts[a]) })
+	return reasons[:min(n, len(reasons))]
+}
+
+// matches says whether request q has every value of the element.
+func (rk *ranking) matches(q int, e rootcause.Element) bool {
+	for _, t := range e {
+		d := rk.dimIndex[t.Dim]
+		if rk.code(q, d) != rk.valueIdx[d][t.Value] {
+			return false
+		}
+	}
+	return true
+}
