@@ -17,9 +17,10 @@ import (
 )
 
 // TestRCAPageInABrowser opens the rca page of the built collector in a real
-// headless Chromium, as an on-call engineer would after sending S1–S3: from
-// the failing requests to one of them, its reasons and timeline, then to its
-// comparison with the nearest healthy request. Screenshots go to
+// headless Chromium, as an on-call engineer would after sending S1–S3: the
+// failing requests, then the ranking, whose top cause must be a ground
+// truth, from it to one of its failing requests, its reasons and timeline,
+// then to its comparison with the nearest healthy request. Screenshots go to
 // bin/artifacts/rca (LOOM_ARTIFACTS overrides the folder).
 func TestRCAPageInABrowser(t *testing.T) {
 	browser, err := findChromium()
@@ -51,13 +52,17 @@ func TestRCAPageInABrowser(t *testing.T) {
 	defer cancelTimeout()
 
 	artifacts := artifactsDir(t)
-	var first, reqID, reasons, differences string
-	var overview, request, compare []byte
+	var topCause, first, reqID, reasons, differences string
+	var overview, ranking, request, compare []byte
 	err = chromedp.Do(ctx,
 		chromedp.WaitVisible(`table a.mono`),
-		into(&first, chromedp.Text(`table a.mono`)),
 		into(&overview, chromedp.FullScreenshot(100)),
-		chromedp.Click(`table a.mono`),
+		chromedp.Navigate(base+"/rootcause"),
+		chromedp.WaitVisible(`#candidates a.example`),
+		into(&topCause, chromedp.Text(`#candidates li.candidate`)),
+		into(&first, chromedp.Text(`#candidates a.example`)),
+		into(&ranking, chromedp.FullScreenshot(100)),
+		chromedp.Click(`#candidates a.example`),
 		chromedp.WaitVisible(`svg.timeline`),
 		into(&reqID, chromedp.Text(`h1 .mono`)),
 		into(&reasons, chromedp.Text(`ul.reasons`)),
@@ -70,7 +75,7 @@ func TestRCAPageInABrowser(t *testing.T) {
 	if err != nil {
 		t.Fatalf("driving the page: %v\ncollector log:\n%s", err, col.log())
 	}
-	for name, shot := range map[string][]byte{"overview.png": overview, "request.png": request, "compare.png": compare} {
+	for name, shot := range map[string][]byte{"overview.png": overview, "rootcause.png": ranking, "request.png": request, "compare.png": compare} {
 		if err := os.WriteFile(filepath.Join(artifacts, name), shot, 0o600); err != nil {
 			t.Error(err)
 		}
@@ -80,7 +85,17 @@ func TestRCAPageInABrowser(t *testing.T) {
 		t.Errorf("clicked %q, landed on %q", first, reqID)
 	}
 	if !failed[strings.TrimSpace(reqID)] {
-		t.Errorf("the first request the page lists, %s, did not fail by the ground truth", reqID)
+		t.Errorf("the first example of the top cause, %s, did not fail by the ground truth", reqID)
+	}
+	named := false
+	for _, tr := range truths {
+		if tr.RootCause != nil {
+			dim, value := truthTerm(tr.RootCause)
+			named = named || strings.Contains(topCause, dim+"="+value)
+		}
+	}
+	if !named {
+		t.Errorf("the top cause names no ground truth of S1–S3:\n%s", topCause)
 	}
 	if strings.TrimSpace(reasons) == "" {
 		t.Error("the request's page shows no reason")
