@@ -252,6 +252,11 @@ type Store interface {
 	// Requests returns the requests active in [from, to) that failed (failed
 	// true) or did not, by first event time.
 	Requests(ctx context.Context, from, to time.Time, failed bool) ([]Request, error)
+	// SchemaDrifts returns the schema drift findings in [from, to), in time
+	// order: the events of no request that carry the drift mark (the
+	// schema.drift log records goldenfield writes when a model version
+	// stops writing fields its predecessor wrote).
+	SchemaDrifts(ctx context.Context, from, to time.Time) ([]Event, error)
 	// DimensionEvents returns the events in [from, to) that belong to a
 	// request, at most limit of them (truncated when there were more).
 	DimensionEvents(ctx context.Context, from, to time.Time, limit int) (events []DimensionEvent, truncated bool, err error)

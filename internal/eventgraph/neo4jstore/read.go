@@ -32,6 +32,10 @@ MATCH (a:Event {event_id: id})-[r:NEXT|CHILD_OF|CAUSED|ASYNC_OF]-(b:Event)
 WHERE b.time IS NOT NULL
 RETURN type(r) AS type, startNode(r).event_id AS from, endNode(r).event_id AS to,
   coalesce(r.type, '') AS cause_type, coalesce(r.rule, '') AS rule`
+	schemaDriftsQuery = `MATCH (e:Event) WHERE e.time >= $from AND e.time < $to AND e.req_id IS NULL
+  AND e.` + "`" + golden.DriftOldModelVer + "`" + ` IS NOT NULL
+` + eventProjection + `
+ORDER BY e.time, e.event_id`
 	requestsQuery = `MATCH (r:Request) WHERE coalesce(r.failed, false) = $failed AND r.last_time >= $from AND r.first_time < $to
 RETURN r.req_id AS req_id, r.first_time AS first, r.last_time AS last
 ORDER BY r.first_time, r.req_id`
@@ -108,6 +112,15 @@ func (s *Store) Requests(ctx context.Context, from, to time.Time, failed bool) (
 		out[i] = eventgraph.Request{ReqID: str(r.Values[0]), Failed: failed, First: utc(r.Values[1]), Last: utc(r.Values[2])}
 	}
 	return out, nil
+}
+
+// SchemaDrifts returns the drift findings in [from, to), in time order.
+func (s *Store) SchemaDrifts(ctx context.Context, from, to time.Time) ([]eventgraph.Event, error) {
+	records, err := s.read(ctx, schemaDriftsQuery, map[string]any{"from": from.UTC(), "to": to.UTC()})
+	if err != nil {
+		return nil, err
+	}
+	return toEvents(records)
 }
 
 // DimensionEvents returns the events in [from, to) that belong to a request, at most limit.

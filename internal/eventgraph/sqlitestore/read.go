@@ -31,6 +31,17 @@ func (s *Store) Timeline(ctx context.Context, reqID string) ([]eventgraph.Event,
 	return events, s.attachCauses(ctx, events)
 }
 
+// SchemaDrifts returns the drift findings in [from, to), in time order.
+func (s *Store) SchemaDrifts(ctx context.Context, from, to time.Time) ([]eventgraph.Event, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+eventColumns+` FROM events INDEXED BY events_unrequested_by_time
+		WHERE req_id IS NULL AND time_ns >= ? AND time_ns < ? AND json_extract(attrs, '$."`+golden.DriftOldModelVer+`"') IS NOT NULL
+		ORDER BY time_ns, event_id`, from.UnixNano(), to.UnixNano())
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: schema drifts: %w", err)
+	}
+	return scanEvents(rows)
+}
+
 // maxIn bounds the ids bound in one IN list, far below SQLite's 32766 variables.
 const maxIn = 500
 

@@ -111,6 +111,8 @@ CREATE INDEX IF NOT EXISTS events_by_time ON events (time_ns);
 CREATE INDEX IF NOT EXISTS events_by_span ON events (span_key) WHERE span_key IS NOT NULL;
 CREATE INDEX IF NOT EXISTS events_by_parent ON events (parent_key) WHERE parent_key IS NOT NULL;
 CREATE INDEX IF NOT EXISTS events_by_async ON events (async_of) WHERE async_of IS NOT NULL;
+-- Events of no request (noise, the collector's own findings) by time: schema drift findings are read from them.
+CREATE INDEX IF NOT EXISTS events_unrequested_by_time ON events (time_ns) WHERE req_id IS NULL;
 
 -- CAUSED edges, written with their effect (the record that carries causal.parents).
 CREATE TABLE IF NOT EXISTS caused (

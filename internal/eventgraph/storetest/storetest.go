@@ -112,6 +112,7 @@ func Run(t *testing.T, open Opener) {
 		{"MergeKeepsValues", testMergeKeepsValues},
 		{"Requests", testRequests},
 		{"DimensionEvents", testDimensionEvents},
+		{"SchemaDrifts", testSchemaDrifts},
 		{"HostileStrings", testHostileStrings},
 		{"NotFound", testNotFound},
 	} {
@@ -346,6 +347,25 @@ func testDimensionEvents(t *testing.T, s eventgraph.Backend) {
 	require.NoError(t, err)
 	assert.True(t, truncated, "a window with more events than the limit says so")
 	assert.Len(t, got, 3)
+}
+
+func testSchemaDrifts(t *testing.T, s eventgraph.Backend) {
+	ctx := context.Background()
+	drift := eventgraph.Event{ID: ID(300), Kind: eventgraph.KindLog, Time: T0.Add(time.Second), Service: "model", Stage: "model/forward",
+		ModelVer: "llama3-8b-v2.3.2", SeverityNumber: 13, SeverityText: "WARN",
+		Message: "schema drift in model model/forward: model_ver llama3-8b-v2.3.1 -> llama3-8b-v2.3.2 lost raw_output_hash (100% -> 0%)",
+		Attrs:   map[string]any{golden.DriftOldModelVer: "llama3-8b-v2.3.1", golden.DriftFieldsLost: []string{"raw_output_hash"}}}
+	noise := eventgraph.Event{ID: ID(301), Kind: eventgraph.KindLog, Time: T0.Add(2 * time.Second), Service: "model", SeverityNumber: 9,
+		Message: "received request"}
+	marked := eventgraph.Event{ID: ID(302), Kind: eventgraph.KindLog, Time: T0.Add(3 * time.Second), ReqID: ReqFailing, Service: "model",
+		SeverityNumber: 9, Attrs: map[string]any{golden.DriftOldModelVer: "llama3-8b-v2.3.1", golden.DriftFieldsLost: []string{"raw_output_hash"}}}
+	write(t, s, drift, noise, marked)
+	got, err := s.SchemaDrifts(ctx, T0, T0.Add(time.Hour))
+	require.NoError(t, err)
+	assert.Equal(t, []eventgraph.Event{drift}, got, "a finding of no request; not a request's record that carries the mark")
+	got, err = s.SchemaDrifts(ctx, T0, T0.Add(time.Second))
+	require.NoError(t, err)
+	assert.Empty(t, got, "the window's end is exclusive")
 }
 
 // Hostile are values that would break queries built by concatenation.
