@@ -250,10 +250,35 @@ type failingView struct {
 	Window windowView `json:"window"`
 	// Failing counts the window's failing requests; Intervals spreads them
 	// over the window by first event.
-	Failing   int           `json:"failing"`
-	Intervals []interval    `json:"intervals"`
+	Failing   int        `json:"failing"`
+	Intervals []interval `json:"intervals"`
+	// Drifts are the schema changes goldenfield found in the window, on
+	// the same time axis.
+	Drifts    []driftView   `json:"drifts"`
 	Requests  []requestItem `json:"requests"`
 	Truncated bool          `json:"truncated"`
+}
+
+// driftView is one schema change: a model version of a service's stage
+// stopped writing fields its predecessor wrote.
+type driftView struct {
+	Time        time.Time `json:"time"`
+	Service     string    `json:"service.name"`
+	Stage       string    `json:"stage"`
+	OldModelVer string    `json:"old_model_ver"`
+	NewModelVer string    `json:"new_model_ver"`
+	FieldsLost  []string  `json:"fields_lost"`
+	Message     string    `json:"message"`
+}
+
+func viewDrift(e *eventgraph.Event) driftView {
+	old, _ := e.Attrs[golden.DriftOldModelVer].(string)
+	lost, _ := e.Attrs[golden.DriftFieldsLost].([]string)
+	if lost == nil {
+		lost = []string{}
+	}
+	return driftView{Time: e.Time, Service: e.Service, Stage: e.Stage, OldModelVer: old, NewModelVer: e.ModelVer,
+		FieldsLost: lost, Message: e.Message}
 }
 
 // interval is one slice of a window and the failing requests that began in it.
@@ -308,7 +333,15 @@ func (h *handler) loadFailing(r *http.Request) (*failingView, error) {
 		return nil, err
 	}
 	slices.SortFunc(failed, func(a, b eventgraph.Request) int { return b.First.Compare(a.First) })
-	v := &failingView{Window: windowView{from, to}, Failing: len(failed), Intervals: spread(from, to, failed), Requests: []requestItem{}}
+	drifts, err := store.SchemaDrifts(r.Context(), from, to)
+	if err != nil {
+		return nil, err
+	}
+	v := &failingView{Window: windowView{from, to}, Failing: len(failed), Intervals: spread(from, to, failed), Requests: []requestItem{},
+		Drifts: make([]driftView, len(drifts))}
+	for i := range drifts {
+		v.Drifts[i] = viewDrift(&drifts[i])
+	}
 	if len(failed) > h.cfg.MaxRequests {
 		failed, v.Truncated = failed[:h.cfg.MaxRequests], true
 	}

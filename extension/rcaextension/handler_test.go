@@ -19,6 +19,7 @@ import (
 	"github.com/loom-otel/loom/internal/eventgraph/sqlitestore"
 	"github.com/loom-otel/loom/internal/eventgraph/storetest"
 	"github.com/loom-otel/loom/internal/failure"
+	"github.com/loom-otel/loom/internal/golden"
 )
 
 // hostile is a request whose id, service and message are attacks on a page.
@@ -43,7 +44,11 @@ func openStore(t testing.TB) eventgraph.Backend {
 		}
 	}
 	events = append(events, eventgraph.Event{ID: storetest.ID(500), Kind: eventgraph.KindLog, Time: storetest.T0.Add(time.Second),
-		ReqID: hostileID, Service: hostileMessage, Stage: hostileMessage, Message: hostileMessage, SeverityNumber: 17, Failed: true})
+		ReqID: hostileID, Service: hostileMessage, Stage: hostileMessage, Message: hostileMessage, SeverityNumber: 17, Failed: true},
+		// goldenfield's finding that a model version stopped writing a field, with a hostile message.
+		eventgraph.Event{ID: storetest.ID(501), Kind: eventgraph.KindLog, Time: storetest.T0.Add(1500 * time.Millisecond), Service: "model",
+			Stage: "model/forward", ModelVer: "llama3-8b-v2.3.2", SeverityNumber: 13, Message: hostileMessage,
+			Attrs: map[string]any{golden.DriftOldModelVer: "llama3-8b-v2.3.1", golden.DriftFieldsLost: []string{"raw_output_hash"}}})
 	require.NoError(t, store.Write(ctx, events))
 	return store
 }
@@ -160,6 +165,10 @@ func TestAPIFailing(t *testing.T) {
 	assert.Equal(t, 2, got.Failing)
 	require.Len(t, got.Intervals, intervals)
 	assert.Equal(t, 2, got.Intervals[28].Failing, "both began 14 minutes into the window (at T0)")
+	require.Len(t, got.Drifts, 1)
+	assert.Equal(t, driftView{Time: storetest.T0.Add(1500 * time.Millisecond), Service: "model", Stage: "model/forward",
+		OldModelVer: "llama3-8b-v2.3.1", NewModelVer: "llama3-8b-v2.3.2", FieldsLost: []string{"raw_output_hash"}, Message: hostileMessage},
+		got.Drifts[0], "on the same time axis as the failures")
 
 	status, _, body = get(t, srv, "/api/failing?from="+storetest.T0.Add(2*time.Minute).Format(time.RFC3339)+"&to="+
 		storetest.T0.Add(3*time.Minute).Format(time.RFC3339))
@@ -203,4 +212,7 @@ func TestPagesEscapeWhatTheyShow(t *testing.T) {
 	}
 	_, _, body := get(t, srv, "/requests/"+url.PathEscape(hostileID))
 	assert.Contains(t, body, "&lt;img src=x onerror=alert(2)&gt;")
+	_, _, body = get(t, srv, "/")
+	assert.Contains(t, body, `<line class="drift"`, "the schema change marked on the chart")
+	assert.Contains(t, body, "llama3-8b-v2.3.1 → llama3-8b-v2.3.2")
 }

@@ -43,13 +43,20 @@ type overviewPage struct {
 type chart struct {
 	Width, Height int
 	Bars          []chartBar
-	Max           int
-	From, To      string
+	// Drifts mark the schema changes found in the window.
+	Drifts   []chartMark
+	Max      int
+	From, To string
 }
 
 type chartBar struct {
 	X, Y, W, H int
 	Title      string
+}
+
+type chartMark struct {
+	X     int
+	Title string
 }
 
 func drawChart(v *failingView) chart {
@@ -66,6 +73,11 @@ func drawChart(v *failingView) chart {
 		}
 		c.Bars = append(c.Bars, chartBar{X: i * w, Y: height - h, W: w - 2, H: h,
 			Title: in.From.UTC().Format("15:04:05") + ": " + strconv.Itoa(in.Failing) + " failing"})
+	}
+	span := v.Window.To.Sub(v.Window.From)
+	for _, d := range v.Drifts {
+		x := int(float64(width) * float64(d.Time.Sub(v.Window.From)) / float64(max(span, 1)))
+		c.Drifts = append(c.Drifts, chartMark{X: min(max(x, 1), width-1), Title: d.Time.UTC().Format("15:04:05") + ": " + d.Message})
 	}
 	return c
 }
