@@ -27,6 +27,7 @@ type handler struct {
 	failureMap func() (reqsamplingprocessor.FailureMap, bool)
 	now        func() time.Time
 	mux        *http.ServeMux
+	rankings   rankingCache
 }
 
 func newHandler(cfg *Config, store func() (eventgraph.Store, bool), failureMap func() (reqsamplingprocessor.FailureMap, bool),
@@ -39,7 +40,7 @@ func newHandler(cfg *Config, store func() (eventgraph.Store, bool), failureMap f
 	route(h.mux, "/inputs", h.loadInputs, "inputs.html", func(v *inputsView) any { return v })
 	route(h.mux, "/rootcause", h.loadRootCause, "rootcause.html", func(v *rootCauseView) any { return v })
 	h.mux.HandleFunc("GET /api/failing", serveJSON(h.loadFailing))
-	h.mux.HandleFunc("GET /{$}", servePage(h.loadFailing, "overview.html", overviewPageOf))
+	h.mux.HandleFunc("GET /{$}", servePage(h.loadOverview, "overview.html", overviewPageOf))
 	return h
 }
 
@@ -321,6 +322,34 @@ func (h *handler) windowGraph(r *http.Request) (store eventgraph.Store, from, to
 	}
 	store, err = h.graph()
 	return store, from, to, err
+}
+
+// overviewView is the first screen: the failing requests and the top of
+// the ranking.
+type overviewView struct {
+	*failingView
+	Ranking *rootCauseView
+}
+
+// overviewCandidates is how many of the ranking's candidates the overview shows.
+const overviewCandidates = 3
+
+func (h *handler) loadOverview(r *http.Request) (*overviewView, error) {
+	failing, err := h.loadFailing(r)
+	if err != nil {
+		return nil, err
+	}
+	store, err := h.graph()
+	if err != nil {
+		return nil, err
+	}
+	ranking, err := h.overviewRanking(r.Context(), store, failing.Window.From, failing.Window.To)
+	if err != nil {
+		return nil, err
+	}
+	top := *ranking
+	top.Candidates = top.Candidates[:min(len(top.Candidates), overviewCandidates)]
+	return &overviewView{failingView: failing, Ranking: &top}, nil
 }
 
 func (h *handler) loadFailing(r *http.Request) (*failingView, error) {

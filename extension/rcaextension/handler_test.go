@@ -184,7 +184,7 @@ func TestPages(t *testing.T) {
 	assert.Contains(t, header.Get("Content-Security-Policy"), "default-src 'none'")
 	assert.Contains(t, body, `href="/requests/`+storetest.ReqFailing+`"`)
 	assert.Contains(t, body, `<svg id="failing-chart"`)
-	assert.Contains(t, body, "<strong>2</strong> failing requests")
+	assert.Contains(t, body, "<strong>2</strong> failing of about")
 
 	status, _, body = get(t, srv, "/requests/"+storetest.ReqFailing)
 	require.Equal(t, http.StatusOK, status, body)

@@ -35,6 +35,7 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 // over time and newest first.
 type overviewPage struct {
 	Failing *failingView
+	Ranking *rootCauseView
 	Window  time.Duration
 	Chart   chart
 }
@@ -88,8 +89,8 @@ type requestPage struct {
 	Timeline timeline
 }
 
-func overviewPageOf(v *failingView) any {
-	return overviewPage{Failing: v, Window: v.Window.To.Sub(v.Window.From), Chart: drawChart(v)}
+func overviewPageOf(v *overviewView) any {
+	return overviewPage{Failing: v.failingView, Ranking: v.Ranking, Window: v.Window.To.Sub(v.Window.From), Chart: drawChart(v.failingView)}
 }
 
 func requestPageOf(v *requestView) any {

@@ -2,12 +2,14 @@ package rcaextension
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"maps"
 	"math"
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
@@ -81,7 +83,11 @@ func (h *handler) loadRootCause(r *http.Request) (*rootCauseView, error) {
 	if err != nil {
 		return nil, err
 	}
-	events, truncated, err := store.DimensionEvents(r.Context(), from, to, h.cfg.RootCause.MaxEvents)
+	return h.rank(r.Context(), store, from, to)
+}
+
+func (h *handler) rank(ctx context.Context, store eventgraph.Store, from, to time.Time) (*rootCauseView, error) {
+	events, truncated, err := store.DimensionEvents(ctx, from, to, h.cfg.RootCause.MaxEvents)
 	if err != nil {
 		return nil, err
 	}
@@ -90,6 +96,35 @@ func (h *handler) loadRootCause(r *http.Request) (*rootCauseView, error) {
 		return nil, err
 	}
 	v.Window, v.Truncated = windowView{from, to}, truncated
+	return v, nil
+}
+
+// rankingCache keeps the last ranking the overview showed: a window read
+// again within rankingFresh, ending within rankingFresh of the last, is
+// answered from it instead of reading all of its events again.
+type rankingCache struct {
+	mu   sync.Mutex
+	at   time.Time
+	view *rootCauseView
+}
+
+const rankingFresh = 30 * time.Second
+
+// overviewRanking returns the window's ranking, at most rankingFresh old.
+func (h *handler) overviewRanking(ctx context.Context, store eventgraph.Store, from, to time.Time) (*rootCauseView, error) {
+	c := &h.rankings
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := h.now()
+	if v := c.view; v != nil && now.Sub(c.at) < rankingFresh && v.Window.To.Sub(v.Window.From) == to.Sub(from) &&
+		(to.Sub(v.Window.To)).Abs() < rankingFresh {
+		return v, nil
+	}
+	v, err := h.rank(ctx, store, from, to)
+	if err != nil {
+		return nil, err
+	}
+	c.at, c.view = now, v
 	return v, nil
 }
 

@@ -191,6 +191,10 @@ func TestAPIRootCause(t *testing.T) {
 	status, _, body = get(t, srv, "/rootcause?"+window)
 	require.Equal(t, http.StatusOK, status)
 	assert.Contains(t, body, `adapter=code-v1`)
+	status, _, body = get(t, srv, "/?"+window)
+	require.Equal(t, http.StatusOK, status)
+	assert.Contains(t, body, `adapter=code-v1`, "the overview shows the top causes")
+	assert.Contains(t, body, fmt.Sprintf("failing of about <strong>%d</strong> requests", v.Total))
 	assert.Contains(t, body, `href="/requests/`+v.Candidates[0].Examples[0]+`/compare"`)
 
 	for _, bad := range []string{"from=yesterday", "from=1&to=0", fmt.Sprintf("from=0&to=%d", benchT0.UnixMilli())} {
