@@ -234,11 +234,13 @@ type DimensionEvent struct {
 	// Dims are the event's other low-cardinality attributes (DimsAttr), and
 	// Symptoms the attributes its request's failure reasons name (SymptomsAttr).
 	Dims, Symptoms []string
-	// Reasons are the failure reasons its request carries, as text.
-	// Symptoms and Reasons may be read only from the events that show the
+	// Reasons are the failure reasons its request carries, as text, and
+	// CausedBy the rules of the CAUSED edges into the event. Symptoms,
+	// Reasons and CausedBy may be read only from the events that show the
 	// failure (EventFailed). Stores may share these lists between events:
 	// read them, never change them.
-	Reasons []string
+	Reasons  []string
+	CausedBy []string
 }
 
 // Store is the read side of the graph, the same on every backend.

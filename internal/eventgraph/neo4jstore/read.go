@@ -50,7 +50,8 @@ RETURN e.req_id, e.time, coalesce(r.failed, false), coalesce(e.failed, false),
   e.` + propService + `, e.` + propHost + `, e.` + propGPU + `,
   e.` + "`" + golden.SamplingAdjustedCount + "`" + `, e.` + "`" + eventgraph.DimsAttr + "`" + `,
   CASE WHEN e.failed THEN e.` + "`" + eventgraph.SymptomsAttr + "`" + ` END,
-  CASE WHEN e.failed AND r.failed THEN e.` + "`" + failure.ReasonsAttr + "`" + ` END
+  CASE WHEN e.failed AND r.failed THEN e.` + "`" + failure.ReasonsAttr + "`" + ` END,
+  CASE WHEN e.failed AND r.failed THEN [(:Event)-[x:CAUSED]->(e) | x.rule] END
 LIMIT $limit`
 
 func (s *Store) read(ctx context.Context, query string, params map[string]any) ([]*neo4j.Record, error) {
@@ -147,6 +148,10 @@ func (s *Store) DimensionEvents(ctx context.Context, from, to time.Time, limit i
 			e.AdjustedCount = w
 		}
 		e.Dims, e.Symptoms, e.Reasons = strs(v[12]), strs(v[13]), strs(v[14])
+		if rules := strs(v[15]); len(rules) > 0 {
+			slices.Sort(rules)
+			e.CausedBy = slices.Compact(rules)
+		}
 	}
 	return out, truncated, nil
 }

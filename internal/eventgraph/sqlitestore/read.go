@@ -187,7 +187,8 @@ const dimensionEventsQuery = `SELECT e.req_id, e.time_ns, e.failed,
 	json_extract(e.attrs, '$."` + golden.SamplingAdjustedCount + `"'),
 	json_extract(e.attrs, '$."` + eventgraph.DimsAttr + `"'),
 	CASE WHEN e.failed THEN json_extract(e.attrs, '$."` + eventgraph.SymptomsAttr + `"') END,
-	CASE WHEN e.failed THEN json_extract(e.attrs, '$."` + failure.ReasonsAttr + `"') END
+	CASE WHEN e.failed THEN json_extract(e.attrs, '$."` + failure.ReasonsAttr + `"') END,
+	CASE WHEN e.failed THEN (SELECT json_group_array(rule) FROM (SELECT DISTINCT rule FROM caused WHERE effect_id = e.event_id ORDER BY rule)) END
 FROM events e
 WHERE e.time_ns >= ? AND e.time_ns < ? AND e.req_id IS NOT NULL
 LIMIT ?`
@@ -240,7 +241,7 @@ func (s *Store) DimensionEvents(ctx context.Context, from, to time.Time, limit i
 	for i := range out {
 		e := &out[i]
 		if e.RequestFailed = failing[e.ReqID]; !e.RequestFailed {
-			e.Reasons = nil
+			e.Reasons, e.CausedBy = nil, nil
 		}
 	}
 	return out, truncated, nil
@@ -273,13 +274,13 @@ func (s *Store) dimensionEvents(ctx context.Context, from, to time.Time, limit i
 		return l, err
 	}
 	var out []eventgraph.DimensionEvent
-	var reqID, stage, model, input, service, host, gpu, dims, symptoms, reasons sql.RawBytes
+	var reqID, stage, model, input, service, host, gpu, dims, symptoms, reasons, causedBy sql.RawBytes
 	for rows.Next() {
 		var e eventgraph.DimensionEvent
 		var weight sql.NullFloat64
 		var at int64
 		if err := rows.Scan(&reqID, &at, &e.EventFailed, &e.ReportsError, &stage, &model, &input, &service, &host, &gpu,
-			&weight, &dims, &symptoms, &reasons); err != nil {
+			&weight, &dims, &symptoms, &reasons, &causedBy); err != nil {
 			return nil, fmt.Errorf("sqlitestore: dimension events: %w", err)
 		}
 		e.ReqID, e.Time = text(reqID), time.Unix(0, at).UTC()
@@ -291,7 +292,9 @@ func (s *Store) dimensionEvents(ctx context.Context, from, to time.Time, limit i
 		}
 		if e.Dims, err = list(dims); err == nil {
 			if e.Symptoms, err = list(symptoms); err == nil {
-				e.Reasons, err = list(reasons)
+				if e.Reasons, err = list(reasons); err == nil {
+					e.CausedBy, err = list(causedBy)
+				}
 			}
 		}
 		if err != nil {
@@ -305,6 +308,9 @@ func (s *Store) dimensionEvents(ctx context.Context, from, to time.Time, limit i
 // stringList decodes a JSON list of strings that json_extract returned:
 // minified, so a list without escapes splits on its quotes.
 func stringList(text string) ([]string, error) {
+	if text == "[]" {
+		return nil, nil
+	}
 	if strings.HasPrefix(text, `["`) && strings.HasSuffix(text, `"]`) && !strings.ContainsRune(text, '\\') {
 		return strings.Split(text[2:len(text)-2], `","`), nil
 	}

@@ -51,7 +51,7 @@ func Fixture() []eventgraph.Event {
 		{ID: ID(4), Kind: eventgraph.KindLog, Time: at(10 * ms), ReqID: ReqFailing, Stage: "cache/miss", Service: "cache",
 			Host: "node-a", SeverityNumber: 9, SeverityText: "INFO", Message: "cache miss key=resp:f7a1b2c3"},
 		{ID: ID(5), Kind: eventgraph.KindSpan, Time: at(20 * ms), End: at(820 * ms), ReqID: ReqFailing, Stage: "model/forward",
-			ModelVer: "llama3-8b-v2.3.2", InputHash: "f7a1b2c3", Service: "model", Host: "node-b", GPU: "GPU-0",
+			ModelVer: "llama3-8b-v2.3.2", InputHash: "f7a1b2c3", Service: "model", Host: "node-b", GPU: "GPU-0", Failed: true,
 			Name: "model/forward", Status: "unset", TraceID: "t1", SpanID: "s3", ParentSpanID: "s1",
 			Causes: []eventgraph.Cause{{EventID: ID(4), Type: "triggered", Rule: "cache_miss_trigger_inference"}},
 			Attrs: map[string]any{golden.GPUMemMb: 10200.0, golden.ValidAttr: true,
@@ -259,7 +259,7 @@ func ids(events []eventgraph.Event) []string {
 func testMergeKeepsValues(t *testing.T, s eventgraph.Backend) {
 	full := Fixture()[4]
 	write(t, s, full)
-	partial := eventgraph.Event{ID: full.ID, Kind: full.Kind, Time: full.Time, ReqID: full.ReqID,
+	partial := eventgraph.Event{ID: full.ID, Kind: full.Kind, Time: full.Time, ReqID: full.ReqID, Failed: full.Failed,
 		Attrs: map[string]any{golden.Tokens: 42.0}}
 	write(t, s, partial)
 	got, err := s.Timeline(context.Background(), full.ReqID)
@@ -315,6 +315,12 @@ func referenceDimensionEvents(events []eventgraph.Event, from, to time.Time) []e
 		if e.Failed && d.RequestFailed {
 			d.Symptoms, _ = e.Attrs[eventgraph.SymptomsAttr].([]string)
 			d.Reasons, _ = e.Attrs[failure.ReasonsAttr].([]string)
+			for _, c := range e.Causes {
+				if !slices.Contains(d.CausedBy, c.Rule) {
+					d.CausedBy = append(d.CausedBy, c.Rule)
+				}
+			}
+			slices.Sort(d.CausedBy)
 		}
 		out = append(out, d)
 	}
