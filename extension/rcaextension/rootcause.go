@@ -156,6 +156,9 @@ type rankedRequest struct {
 	failed  bool
 	weight  float64
 	reasons []string
+	// causedBy are the rules of the CAUSED edges into the events that
+	// show its failure.
+	causedBy []string
 }
 
 // rankRootCauses ranks the dimension values that explain a window's failing
@@ -214,6 +217,11 @@ func newRanking(events []eventgraph.DimensionEvent, cfg *RootCauseConfig) *ranki
 		q.weight = max(q.weight, e.AdjustedCount)
 		if q.reasons == nil && len(e.Reasons) > 0 {
 			q.reasons = e.Reasons
+		}
+		for _, rule := range e.CausedBy {
+			if !slices.Contains(q.causedBy, rule) {
+				q.causedBy = append(q.causedBy, rule)
+			}
 		}
 		rk.reqOf = append(rk.reqOf, qi)
 		rk.termStart = append(rk.termStart, int32(len(rk.terms)))
@@ -529,7 +537,7 @@ func (rk *ranking) candidate(element rootcause.Element, score float64, failing i
 	}
 	var insideTotal float64
 	var key setKey
-	reasons := map[string]int{}
+	reasons, causes := map[string]int{}, map[string]int{}
 	inside := make([]bool, len(rk.requests))
 	for q := range rk.requests {
 		if inside[q] = rk.matches(q, element); !inside[q] {
@@ -550,14 +558,21 @@ func (rk *ranking) candidate(element rootcause.Element, score float64, failing i
 		for _, reason := range r.reasons {
 			reasons[reasonGroup(reason)]++
 		}
+		for _, rule := range r.causedBy {
+			causes[rule]++
+		}
 	}
 	v.Total = int(math.Round(insideTotal))
 	v.Outside = outsideView{Failing: failing - v.Failing, Total: int(math.Round(total - insideTotal))}
 	v.Evidence = append(v.Evidence, fmt.Sprintf("%d of %d requests failed with these values (%s); %d of %d without them (%s)",
 		v.Failing, v.Total, share(float64(v.Failing), insideTotal), v.Outside.Failing, v.Outside.Total,
 		share(float64(v.Outside.Failing), total-insideTotal)))
-	for _, r := range topReasons(reasons, maxReasonEvidence) {
+	for _, r := range mostCommon(reasons, maxReasonEvidence) {
 		v.Evidence = append(v.Evidence, fmt.Sprintf("%s (%d of its failing requests)", r, reasons[r]))
+	}
+	for _, rule := range mostCommon(causes, maxReasonEvidence) {
+		v.Evidence = append(v.Evidence, fmt.Sprintf("CAUSED by rule %s into the events that show the failure (%d of its failing requests)",
+			rule, causes[rule]))
 	}
 	overlap := map[dimCode]int{}
 	for q := range rk.requests {
@@ -610,11 +625,11 @@ func reasonGroup(text string) string {
 	return text
 }
 
-// topReasons are the n reasons most failing requests give, most first.
-func topReasons(counts map[string]int, n int) []string {
-	reasons := slices.Sorted(maps.Keys(counts))
-	slices.SortStableFunc(reasons, func(a, b string) int { return cmp.Compare(counts[b], counts[a]) })
-	return reasons[:min(n, len(reasons))]
+// mostCommon are the n keys counted most, most first.
+func mostCommon(counts map[string]int, n int) []string {
+	keys := slices.Sorted(maps.Keys(counts))
+	slices.SortStableFunc(keys, func(a, b string) int { return cmp.Compare(counts[b], counts[a]) })
+	return keys[:min(n, len(keys))]
 }
 
 // matches says whether request q has every value of the element.

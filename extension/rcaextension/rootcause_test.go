@@ -80,6 +80,7 @@ func (inc incident) events() (events []eventgraph.DimensionEvent, failing int) {
 				e.Symptoms = []string{"outcome.code"}
 				if k == 2 {
 					e.EventFailed, e.ReportsError = true, true
+					e.CausedBy = []string{"retrieval_feeds_decode"}
 					e.Dims = append(e.Dims, "verdict=refused", "outcome.code=refused")
 				}
 			} else if k == 2 {
@@ -116,6 +117,8 @@ func TestRankNamesTheCauseNotTheSymptoms(t *testing.T) {
 			assert.NotEmpty(t, top.Examples)
 			assert.Equal(t, fmt.Sprintf("value_drift: outcome.code=refused at generate/decode (generator) (%d of its failing requests)", top.Failing),
 				top.Evidence[1], "the failure reasons of the requests inside, without their quantities")
+			assert.Equal(t, fmt.Sprintf("CAUSED by rule retrieval_feeds_decode into the events that show the failure (%d of its failing requests)",
+				top.Failing), top.Evidence[2], "the causal edges behind it")
 			assert.Contains(t, v.Symptoms, "outcome.code", "named by the failure reasons")
 			assert.Contains(t, v.Symptoms, "verdict", "its value refused is carried only by the events that show the failure")
 			for _, c := range v.Candidates {
