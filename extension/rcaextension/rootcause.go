@@ -574,9 +574,37 @@ func (rk *ranking) candidate(element rootcause.Element, score float64, failing i
 		v.Evidence = append(v.Evidence, fmt.Sprintf("CAUSED by rule %s into the events that show the failure (%d of its failing requests)",
 			rule, causes[rule]))
 	}
+	for _, u := range rk.equivalents(func(q int) bool { return inside[q] }, key, want, sets) {
+		v.Equivalent = append(v.Equivalent, map[string]string{rk.dims[u.dim]: rk.values[u.dim][u.code]})
+	}
+	// A pair's values may each have their own equivalents (an instance and
+	// the GPU it owns): the pair with one of them swapped is equivalent too.
+	for i, t := range want {
+		if len(want) < 2 {
+			break
+		}
+		one := func(q int) bool { return rk.code(q, int(t.dim)) == t.code }
+		for _, u := range rk.equivalents(one, sets[t], want, sets) {
+			swapped := maps.Clone(v.Dimensions)
+			delete(swapped, element[i].Dim)
+			if _, taken := swapped[rk.dims[u.dim]]; !taken {
+				swapped[rk.dims[u.dim]] = rk.values[u.dim][u.code]
+				v.Equivalent = append(v.Equivalent, swapped)
+			}
+		}
+	}
+	slices.SortFunc(v.Equivalent, func(a, b map[string]string) int { return cmp.Compare(fmt.Sprint(a), fmt.Sprint(b)) })
+	v.key = key
+	return v
+}
+
+// equivalents are the values, other than those of not, whose requests hold
+// (nearly) the same failing requests as the requests inside (whose key is
+// key) and about as many requests in all.
+func (rk *ranking) equivalents(inside func(q int) bool, key setKey, not []dimCode, sets map[dimCode]setKey) []dimCode {
 	overlap := map[dimCode]int{}
 	for q := range rk.requests {
-		if inside[q] && rk.requests[q].failed {
+		if rk.requests[q].failed && inside(q) {
 			for d := range rk.dims {
 				if c := rk.code(q, d); c != 0 {
 					overlap[dimCode{int32(d), c}]++
@@ -584,15 +612,14 @@ func (rk *ranking) candidate(element rootcause.Element, score float64, failing i
 			}
 		}
 	}
+	var out []dimCode
 	for t, n := range overlap {
 		k := sets[t]
-		if float64(n) >= equivalentShare*float64(max(k.count, key.count)) && equalTotals(k.total, key.total) && !slices.Contains(want, t) {
-			v.Equivalent = append(v.Equivalent, map[string]string{rk.dims[t.dim]: rk.values[t.dim][t.code]})
+		if float64(n) >= equivalentShare*float64(max(k.count, key.count)) && equalTotals(k.total, key.total) && !slices.Contains(not, t) {
+			out = append(out, t)
 		}
 	}
-	slices.SortFunc(v.Equivalent, func(a, b map[string]string) int { return cmp.Compare(fmt.Sprint(a), fmt.Sprint(b)) })
-	v.key = key
-	return v
+	return out
 }
 
 // equivalentShare is the share of the failing requests two values must

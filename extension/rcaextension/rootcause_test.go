@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"path/filepath"
@@ -68,7 +69,8 @@ func (inc incident) events() (events []eventgraph.DimensionEvent, failing int) {
 		}{
 			{"edge", "edge/accept", []string{"route=/v2/generate"}},
 			{"retriever", "retrieve/search", []string{"index=docs-" + fmt.Sprint(rng.IntN(3))}},
-			{"generator", "generate/decode", []string{"adapter=" + values["adapter"]}},
+			// pool is one to one with the adapter: the counts cannot tell them apart.
+			{"generator", "generate/decode", []string{"adapter=" + values["adapter"], "pool=p-" + values["adapter"]}},
 		}
 		for k, st := range steps {
 			e := eventgraph.DimensionEvent{ReqID: id, Time: benchT0.Add(time.Duration(n)*time.Second + time.Duration(k)*time.Millisecond),
@@ -108,7 +110,11 @@ func TestRankNamesTheCauseNotTheSymptoms(t *testing.T) {
 			require.NoError(t, err)
 			require.NotEmpty(t, v.Candidates)
 			top := v.Candidates[0]
-			assert.Equal(t, tc.cause, top.Dimensions, "the cause first: %+v", v.Candidates)
+			pooled := maps.Clone(tc.cause)
+			pooled["pool"] = "p-" + pooled["adapter"]
+			delete(pooled, "adapter")
+			assert.ElementsMatch(t, []map[string]string{tc.cause, pooled}, append([]map[string]string{top.Dimensions}, top.Equivalent...),
+				"the cause first, the pool that always goes with its adapter equivalent: %+v", v.Candidates)
 			assert.Equal(t, failing, v.Failing)
 			assert.InDelta(t, 40_000, v.Total, 4000, "healthy requests weighed by their adjusted count")
 			assert.Greater(t, top.Failing, failing*3/4, "most failing requests are inside")
