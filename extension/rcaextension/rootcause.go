@@ -68,9 +68,13 @@ type candidateView struct {
 	// requests (an instance and the GPU it owns, a router's target): the
 	// counts cannot tell them from the candidate, the evidence may.
 	Equivalent []map[string]string `json:"equivalent"`
-	Evidence   []string            `json:"evidence"`
-	Examples   []string            `json:"examples"`
-	key        setKey
+	// Shared are values nearly all of its failing requests also carry, under
+	// which requests fail at least twice as often as in the window, though
+	// not all of them (the adapter whose cache misses are the candidate).
+	Shared   []map[string]string `json:"shared"`
+	Evidence []string            `json:"evidence"`
+	Examples []string            `json:"examples"`
+	key      setKey
 }
 
 type outsideView struct {
@@ -574,9 +578,11 @@ func (rk *ranking) candidate(element rootcause.Element, score float64, failing i
 		v.Evidence = append(v.Evidence, fmt.Sprintf("CAUSED by rule %s into the events that show the failure (%d of its failing requests)",
 			rule, causes[rule]))
 	}
-	for _, u := range rk.equivalents(func(q int) bool { return inside[q] }, key, want, sets) {
+	equivalent, overlap := rk.equivalents(func(q int) bool { return inside[q] }, key, want, sets)
+	for _, u := range equivalent {
 		v.Equivalent = append(v.Equivalent, map[string]string{rk.dims[u.dim]: rk.values[u.dim][u.code]})
 	}
+	v.Shared = rk.shared(overlap, v.Failing, float64(failing)/total, slices.Concat(want, equivalent), sets)
 	// A pair's values may each have their own equivalents (an instance and
 	// the GPU it owns): the pair with one of them swapped is equivalent too.
 	for i, t := range want {
@@ -584,7 +590,8 @@ func (rk *ranking) candidate(element rootcause.Element, score float64, failing i
 			break
 		}
 		one := func(q int) bool { return rk.code(q, int(t.dim)) == t.code }
-		for _, u := range rk.equivalents(one, sets[t], want, sets) {
+		pairEquivalent, _ := rk.equivalents(one, sets[t], want, sets)
+		for _, u := range pairEquivalent {
 			swapped := maps.Clone(v.Dimensions)
 			delete(swapped, element[i].Dim)
 			if _, taken := swapped[rk.dims[u.dim]]; !taken {
@@ -600,8 +607,9 @@ func (rk *ranking) candidate(element rootcause.Element, score float64, failing i
 
 // equivalents are the values, other than those of not, whose requests hold
 // (nearly) the same failing requests as the requests inside (whose key is
-// key) and about as many requests in all.
-func (rk *ranking) equivalents(inside func(q int) bool, key setKey, not []dimCode, sets map[dimCode]setKey) []dimCode {
+// key) and about as many requests in all; overlap counts, for every value,
+// the failing requests inside that carry it.
+func (rk *ranking) equivalents(inside func(q int) bool, key setKey, not []dimCode, sets map[dimCode]setKey) ([]dimCode, map[dimCode]int) {
 	overlap := map[dimCode]int{}
 	for q := range rk.requests {
 		if rk.requests[q].failed && inside(q) {
@@ -618,6 +626,31 @@ func (rk *ranking) equivalents(inside func(q int) bool, key setKey, not []dimCod
 		if float64(n) >= equivalentShare*float64(max(k.count, key.count)) && equalTotals(k.total, key.total) && !slices.Contains(not, t) {
 			out = append(out, t)
 		}
+	}
+	return out, overlap
+}
+
+// maxShared bounds the shared values a candidate lists.
+const maxShared = 3
+
+// shared are the values, other than those of not, that (nearly) every one
+// of a candidate's failing requests carries and under which requests fail at
+// least twice as often as in the window, though more requests carry them:
+// an adapter whose cold loads are the candidate. Riskiest first.
+func (rk *ranking) shared(overlap map[dimCode]int, failing int, rate float64, not []dimCode, sets map[dimCode]setKey) []map[string]string {
+	risk := func(t dimCode) float64 { return float64(sets[t].count) / float64(max(sets[t].total, 1)) }
+	var found []dimCode
+	for t, n := range overlap {
+		if float64(n) >= equivalentShare*float64(failing) && risk(t) >= 2*rate && !slices.Contains(not, t) {
+			found = append(found, t)
+		}
+	}
+	slices.SortFunc(found, func(a, b dimCode) int {
+		return cmp.Or(cmp.Compare(risk(b), risk(a)), cmp.Compare(rk.dims[a.dim], rk.dims[b.dim]))
+	})
+	out := []map[string]string{}
+	for _, t := range found[:min(len(found), maxShared)] {
+		out = append(out, map[string]string{rk.dims[t.dim]: rk.values[t.dim][t.code]})
 	}
 	return out
 }

@@ -29,6 +29,7 @@ type rootCauses struct {
 		Failing    int                 `json:"failing"`
 		Total      int                 `json:"total"`
 		Equivalent []map[string]string `json:"equivalent"`
+		Shared     []map[string]string `json:"shared"`
 		Evidence   []string            `json:"evidence"`
 		Examples   []string            `json:"examples"`
 	} `json:"candidates"`
@@ -48,14 +49,15 @@ func truthTerm(c *workload.Cause) (dim, value string) {
 	return c.Attribute, c.Value
 }
 
-// rankOf is the 1-based rank of the first candidate naming dim=value, or
-// an equivalent value that marks the same failing requests; 0 when none does.
+// rankOf is the 1-based rank of the first candidate naming dim=value, an
+// equivalent value that marks the same failing requests, or a value all of
+// its failing requests share; 0 when none does.
 func (r *rootCauses) rankOf(dim, value string) int {
 	for i, c := range r.Candidates {
 		if c.Dimensions[dim] == value {
 			return i + 1
 		}
-		for _, e := range c.Equivalent {
+		for _, e := range append(c.Equivalent, c.Shared...) {
 			if e[dim] == value {
 				return i + 1
 			}
@@ -67,7 +69,8 @@ func (r *rootCauses) rankOf(dim, value string) int {
 func (r *rootCauses) String() string {
 	var b strings.Builder
 	for i, c := range r.Candidates[:min(len(r.Candidates), 5)] {
-		fmt.Fprintf(&b, "\n  %d. %v score %.1f, %d/%d failing, equivalent %v", i+1, c.Dimensions, c.Score, c.Failing, c.Total, c.Equivalent)
+		fmt.Fprintf(&b, "\n  %d. %v score %.1f, %d/%d failing, equivalent %v, shared %v", i+1, c.Dimensions, c.Score, c.Failing, c.Total,
+			c.Equivalent, c.Shared)
 	}
 	return b.String()
 }
