@@ -148,6 +148,10 @@ type ranking struct {
 	symptoms  map[string]bool
 	// codes[q*len(dims)+d] is request q's value of dimension d (see project).
 	codes []uint16
+	// The events of request q are order[start[q]:start[q+1]].
+	order, start []int32
+	// late marks the events of a failing request after its failure showed.
+	late []bool
 }
 
 type dimCode struct {
@@ -232,6 +236,8 @@ func newRanking(events []eventgraph.DimensionEvent, cfg *RootCauseConfig) *ranki
 		rk.addEvent(e)
 	}
 	rk.termStart = append(rk.termStart, int32(len(rk.terms)))
+	rk.indexByRequest()
+	rk.markLate(events)
 	rk.dropPerRecord(events)
 	rk.dropSymptomValues(events)
 	return rk
@@ -243,21 +249,7 @@ func newRanking(events []eventgraph.DimensionEvent, cfg *RootCauseConfig) *ranki
 // of the requests that carry them. A version, an adapter, a GPU or a region
 // stays the same across a service's records of a request.
 func (rk *ranking) dropPerRecord(events []eventgraph.DimensionEvent) {
-	// The events by request (a counting sort), and per request the first
-	// value each (service, dimension) showed.
-	start := make([]int32, len(rk.requests)+1)
-	for _, q := range rk.reqOf {
-		start[q+1]++
-	}
-	for q := range rk.requests {
-		start[q+1] += start[q]
-	}
-	next := slices.Clone(start[:len(rk.requests)])
-	order := make([]int32, len(rk.reqOf))
-	for i, q := range rk.reqOf {
-		order[next[q]] = int32(i)
-		next[q]++
-	}
+	// Per request, the first value each (service, dimension) showed.
 	type seen struct {
 		service string
 		dim     int32
@@ -268,7 +260,7 @@ func (rk *ranking) dropPerRecord(events []eventgraph.DimensionEvent) {
 	varies, carried := make([]int, len(rk.dims)), make([]int, len(rk.dims))
 	for q := range rk.requests {
 		firsts = firsts[:0]
-		for _, i := range order[start[q]:start[q+1]] {
+		for _, i := range rk.eventsOf(q) {
 			service := events[i].Service
 			for _, t := range rk.eventTerms(int(i)) {
 				k := slices.IndexFunc(firsts, func(f seen) bool { return f.dim == t.dim && f.service == service })
@@ -433,20 +425,67 @@ func (rk *ranking) project(rate float64) {
 
 // forEachRequestTerm calls f once for each distinct value a request's events carry.
 func (rk *ranking) forEachRequestTerm(f func(q int, t dimCode)) {
-	seen := map[dimCode]int32{}
-	for i := range rk.reqOf {
-		q := rk.reqOf[i]
-		for _, t := range rk.eventTerms(i) {
-			if last, ok := seen[t]; ok && last == q+1 {
+	var seen []dimCode
+	for q := range rk.requests {
+		seen = seen[:0]
+		for _, i := range rk.eventsOf(q) {
+			if rk.late[i] {
 				continue
 			}
-			seen[t] = q + 1
-			f(int(q), t)
+			for _, t := range rk.eventTerms(int(i)) {
+				if !slices.Contains(seen, t) {
+					seen = append(seen, t)
+					f(q, t)
+				}
+			}
 		}
-		// Events of one request are not always adjacent: a stale mark only
-		// costs a repeated call when a request's events interleave.
-		if len(seen) > 1<<16 {
-			clear(seen)
+	}
+}
+
+// eventsOf are request q's events.
+func (rk *ranking) eventsOf(q int) []int32 { return rk.order[rk.start[q]:rk.start[q+1]] }
+
+// indexByRequest sorts the events by request (a counting sort).
+func (rk *ranking) indexByRequest() {
+	rk.start = make([]int32, len(rk.requests)+1)
+	for _, q := range rk.reqOf {
+		rk.start[q+1]++
+	}
+	for q := range rk.requests {
+		rk.start[q+1] += rk.start[q]
+	}
+	next := slices.Clone(rk.start[:len(rk.requests)])
+	rk.order = make([]int32, len(rk.reqOf))
+	for i, q := range rk.reqOf {
+		rk.order[next[q]] = int32(i)
+		next[q]++
+	}
+}
+
+// markLate marks the events of failing requests that start after the
+// failure first showed (the end of the first span that shows it, or the
+// first record that does): a value written only once a request had failed
+// (the status its edge logs at the end) describes the failure, not its cause.
+func (rk *ranking) markLate(events []eventgraph.DimensionEvent) {
+	rk.late = make([]bool, len(events))
+	for q := range rk.requests {
+		var shown time.Time
+		for _, i := range rk.eventsOf(q) {
+			if e := &events[i]; e.EventFailed {
+				at := e.Time
+				if e.End.After(at) {
+					at = e.End
+				}
+				if shown.IsZero() || at.Before(shown) {
+					shown = at
+				}
+			}
+		}
+		if shown.IsZero() {
+			continue
+		}
+		for _, i := range rk.eventsOf(q) {
+			rk.late[i] = events[i].Time.After(shown)
 		}
 	}
 }
@@ -582,7 +621,6 @@ func (rk *ranking) candidate(element rootcause.Element, score float64, failing i
 	for _, u := range equivalent {
 		v.Equivalent = append(v.Equivalent, map[string]string{rk.dims[u.dim]: rk.values[u.dim][u.code]})
 	}
-	v.Shared = rk.shared(overlap, v.Failing, float64(failing)/total, slices.Concat(want, equivalent), sets)
 	// A pair's values may each have their own equivalents (an instance and
 	// the GPU it owns): the pair with one of them swapped is equivalent too.
 	for i, t := range want {
@@ -591,6 +629,7 @@ func (rk *ranking) candidate(element rootcause.Element, score float64, failing i
 		}
 		one := func(q int) bool { return rk.code(q, int(t.dim)) == t.code }
 		pairEquivalent, _ := rk.equivalents(one, sets[t], want, sets)
+		equivalent = append(equivalent, pairEquivalent...)
 		for _, u := range pairEquivalent {
 			swapped := maps.Clone(v.Dimensions)
 			delete(swapped, element[i].Dim)
@@ -601,21 +640,28 @@ func (rk *ranking) candidate(element rootcause.Element, score float64, failing i
 		}
 	}
 	slices.SortFunc(v.Equivalent, func(a, b map[string]string) int { return cmp.Compare(fmt.Sprint(a), fmt.Sprint(b)) })
+	v.Shared = rk.shared(overlap, v.Failing, float64(failing)/total, slices.Concat(want, equivalent), sets)
 	v.key = key
 	return v
 }
 
-// equivalents are the values, other than those of not, whose requests hold
-// (nearly) the same failing requests as the requests inside (whose key is
-// key) and about as many requests in all; overlap counts, for every value,
-// the failing requests inside that carry it.
+// equivalents are the values, other than those of not, carried by (nearly)
+// the same requests as the requests inside (whose key is key): the same
+// failing ones, and as much of all the weight both ways. overlap counts,
+// for every value, the failing requests inside that carry it.
 func (rk *ranking) equivalents(inside func(q int) bool, key setKey, not []dimCode, sets map[dimCode]setKey) ([]dimCode, map[dimCode]int) {
 	overlap := map[dimCode]int{}
+	weight := map[dimCode]float64{}
 	for q := range rk.requests {
-		if rk.requests[q].failed && inside(q) {
-			for d := range rk.dims {
-				if c := rk.code(q, d); c != 0 {
-					overlap[dimCode{int32(d), c}]++
+		if !inside(q) {
+			continue
+		}
+		for d := range rk.dims {
+			if c := rk.code(q, d); c != 0 {
+				t := dimCode{int32(d), c}
+				weight[t] += rk.requests[q].weight
+				if rk.requests[q].failed {
+					overlap[t]++
 				}
 			}
 		}
@@ -623,7 +669,8 @@ func (rk *ranking) equivalents(inside func(q int) bool, key setKey, not []dimCod
 	var out []dimCode
 	for t, n := range overlap {
 		k := sets[t]
-		if float64(n) >= equivalentShare*float64(max(k.count, key.count)) && equalTotals(k.total, key.total) && !slices.Contains(not, t) {
+		if float64(n) >= equivalentShare*float64(max(k.count, key.count)) &&
+			weight[t] >= equivalentShare*float64(max(k.total, key.total)) && !slices.Contains(not, t) {
 			out = append(out, t)
 		}
 	}
@@ -658,12 +705,6 @@ func (rk *ranking) shared(overlap map[dimCode]int, failing int, rate float64, no
 // equivalentShare is the share of the failing requests two values must
 // have in common to be told apart by nothing the counts say.
 const equivalentShare = 0.95
-
-// equalTotals: two values hold about the same requests in all (healthy
-// requests are estimated from a sample).
-func equalTotals(a, b int64) bool {
-	return math.Abs(float64(a-b)) <= 0.1*float64(max(a, b))
-}
 
 func share(part, whole float64) string {
 	if whole <= 0 {

@@ -71,6 +71,12 @@ func (inc incident) events() (events []eventgraph.DimensionEvent, failing int) {
 			{"retriever", "retrieve/search", []string{"index=docs-" + fmt.Sprint(rng.IntN(3))}},
 			// pool is one to one with the adapter: the counts cannot tell them apart.
 			{"generator", "generate/decode", []string{"adapter=" + values["adapter"], "pool=p-" + values["adapter"]}},
+			// The edge logs a summary at the end: of every failing request,
+			// of a healthy one now and then.
+			{"edge", "edge/respond", nil},
+		}
+		if failed || rng.IntN(3) == 0 {
+			steps[3].dims = []string{"summary.logged=yes"}
 		}
 		for k, st := range steps {
 			e := eventgraph.DimensionEvent{ReqID: id, Time: benchT0.Add(time.Duration(n)*time.Second + time.Duration(k)*time.Millisecond),
@@ -126,6 +132,9 @@ func TestRankNamesTheCauseNotTheSymptoms(t *testing.T) {
 			assert.Equal(t, fmt.Sprintf("CAUSED by rule retrieval_feeds_decode into the events that show the failure (%d of its failing requests)",
 				top.Failing), top.Evidence[2], "the causal edges behind it")
 			assert.Contains(t, v.Symptoms, "outcome.code", "named by the failure reasons")
+			for _, c := range v.Candidates {
+				assert.NotContains(t, c.Dimensions, "summary.logged", "written once the request had failed")
+			}
 			assert.Contains(t, v.Symptoms, "verdict", "its value refused is carried only by the events that show the failure")
 			for _, c := range v.Candidates {
 				assert.NotContains(t, c.Dimensions, "verdict")
@@ -175,7 +184,7 @@ func TestAPIRootCause(t *testing.T) {
 	for i, d := range dims {
 		e := eventgraph.Event{ID: fmt.Sprintf("%032x", i+1), Kind: eventgraph.KindLog, Time: d.Time,
 			ReqID: d.ReqID, Stage: d.Stage, Service: d.Service, Host: d.Host, ModelVer: d.ModelVer, InputHash: d.InputHash,
-			Failed: d.EventFailed || (d.RequestFailed && i%3 == 0),
+			Failed: d.EventFailed,
 			Attrs:  map[string]any{eventgraph.DimsAttr: d.Dims, golden.SamplingAdjustedCount: d.AdjustedCount}}
 		if d.RequestFailed {
 			e.Attrs[failure.ReasonsAttr], e.Attrs[eventgraph.SymptomsAttr] = d.Reasons, d.Symptoms

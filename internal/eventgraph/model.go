@@ -220,7 +220,8 @@ type Graph struct {
 // event carries.
 type DimensionEvent struct {
 	ReqID string
-	Time  time.Time
+	// Time is a log record's time or a span's start; End a span's end.
+	Time, End time.Time
 	// RequestFailed is the outcome of the event's request; EventFailed that
 	// the event itself shows the failure; ReportsError that it says so
 	// itself (a log record at error severity or above, a span with an error

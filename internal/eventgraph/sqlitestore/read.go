@@ -182,7 +182,7 @@ func (s *Store) Requests(ctx context.Context, from, to time.Time, failed bool) (
 // attributes ranking needs are taken out of the JSON, never the whole of it,
 // and a request's symptoms and reasons only from the events that show its
 // failure (every failed request has one).
-const dimensionEventsQuery = `SELECT e.req_id, e.time_ns, e.failed,
+const dimensionEventsQuery = `SELECT e.req_id, e.time_ns, coalesce(e.end_ns, 0), e.failed,
 	coalesce(e.severity_number, 0) >= ` + errorSeverity + ` OR coalesce(e.status, '') = 'error', e.stage, e.model_ver, e.input_hash, e.service, e.host, e.gpu,
 	json_extract(e.attrs, '$."` + golden.SamplingAdjustedCount + `"'),
 	json_extract(e.attrs, '$."` + eventgraph.DimsAttr + `"'),
@@ -278,12 +278,15 @@ func (s *Store) dimensionEvents(ctx context.Context, from, to time.Time, limit i
 	for rows.Next() {
 		var e eventgraph.DimensionEvent
 		var weight sql.NullFloat64
-		var at int64
-		if err := rows.Scan(&reqID, &at, &e.EventFailed, &e.ReportsError, &stage, &model, &input, &service, &host, &gpu,
+		var at, end int64
+		if err := rows.Scan(&reqID, &at, &end, &e.EventFailed, &e.ReportsError, &stage, &model, &input, &service, &host, &gpu,
 			&weight, &dims, &symptoms, &reasons, &causedBy); err != nil {
 			return nil, fmt.Errorf("sqlitestore: dimension events: %w", err)
 		}
 		e.ReqID, e.Time = text(reqID), time.Unix(0, at).UTC()
+		if end != 0 {
+			e.End = time.Unix(0, end).UTC()
+		}
 		e.Stage, e.ModelVer, e.InputHash = text(stage), text(model), text(input)
 		e.Service, e.Host, e.GPU = text(service), text(host), text(gpu)
 		e.AdjustedCount = 1

@@ -305,7 +305,7 @@ func referenceDimensionEvents(events []eventgraph.Event, from, to time.Time) []e
 		if e.ReqID == "" || e.Time.Before(from) || !e.Time.Before(to) {
 			continue
 		}
-		d := eventgraph.DimensionEvent{ReqID: e.ReqID, Time: e.Time, RequestFailed: failed[e.ReqID], EventFailed: e.Failed,
+		d := eventgraph.DimensionEvent{ReqID: e.ReqID, Time: e.Time, End: e.End, RequestFailed: failed[e.ReqID], EventFailed: e.Failed,
 			ReportsError: e.SeverityNumber >= 17 || e.Status == "error", AdjustedCount: 1,
 			Stage: e.Stage, ModelVer: e.ModelVer, InputHash: e.InputHash, Service: e.Service, Host: e.Host, GPU: e.GPU}
 		if w, ok := e.Attrs[golden.SamplingAdjustedCount].(float64); ok {
