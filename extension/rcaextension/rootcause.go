@@ -462,10 +462,12 @@ func (rk *ranking) indexByRequest() {
 	}
 }
 
-// markLate marks the events of failing requests that start after the
-// failure first showed (the end of the first span that shows it, or the
-// first record that does): a value written only once a request had failed
+// markLate marks the events of failing requests that start after every
+// event that shows the failure (the end of the last span that shows it, or
+// the last record that does): a value written only once a request had failed
 // (the status its edge logs at the end) describes the failure, not its cause.
+// Not after the first: a failure's place is every record of its stage, the
+// first of which may end before the work that failed began.
 func (rk *ranking) markLate(events []eventgraph.DimensionEvent) {
 	rk.late = make([]bool, len(events))
 	for q := range rk.requests {
@@ -476,7 +478,7 @@ func (rk *ranking) markLate(events []eventgraph.DimensionEvent) {
 				if e.End.After(at) {
 					at = e.End
 				}
-				if shown.IsZero() || at.Before(shown) {
+				if at.After(shown) {
 					shown = at
 				}
 			}
