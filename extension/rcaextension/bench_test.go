@@ -67,6 +67,7 @@ func BenchmarkEndpoints(b *testing.B) {
 	cfg := createDefaultConfig().(*Config)
 	h := newHandler(cfg, func() (eventgraph.Store, bool) { return store, true }, lookupFailureMap(cfg),
 		func() time.Time { return benchT0.Add(time.Hour) })
+	b.Cleanup(h.close)
 	failing := benchRequestID(33 * 1000)
 	window := "from=" + benchT0.Add(45*time.Minute).Format(time.RFC3339) + "&to=" + benchT0.Add(time.Hour).Format(time.RFC3339)
 	for _, path := range []string{

@@ -22,9 +22,10 @@ type rcaExtension struct {
 	cfg *Config
 	set extension.Settings
 
-	server *http.Server
-	addr   net.Addr // where it listens, once started
-	done   sync.WaitGroup
+	server  *http.Server
+	handler *handler
+	addr    net.Addr // where it listens, once started
+	done    sync.WaitGroup
 }
 
 func newExtension(cfg *Config, set extension.Settings) *rcaExtension {
@@ -33,6 +34,7 @@ func newExtension(cfg *Config, set extension.Settings) *rcaExtension {
 
 func (x *rcaExtension) Start(ctx context.Context, host component.Host) error {
 	h := newHandler(x.cfg, x.lookupStore, lookupFailureMap(x.cfg), time.Now)
+	x.handler = h
 	ln, err := x.cfg.Server.ToListener(ctx)
 	if err != nil {
 		return err
@@ -60,6 +62,7 @@ func (x *rcaExtension) Shutdown(ctx context.Context) error {
 	}
 	err := x.server.Shutdown(ctx)
 	x.done.Wait()
+	x.handler.close()
 	return err
 }
 

@@ -27,13 +27,13 @@ type handler struct {
 	failureMap func() (reqsamplingprocessor.FailureMap, bool)
 	now        func() time.Time
 	mux        *http.ServeMux
-	rankings   rankingCache
+	rankings   *rankingCache
 }
 
 func newHandler(cfg *Config, store func() (eventgraph.Store, bool), failureMap func() (reqsamplingprocessor.FailureMap, bool),
 	now func() time.Time,
 ) *handler {
-	h := &handler{cfg: cfg, store: store, failureMap: failureMap, now: now, mux: http.NewServeMux()}
+	h := &handler{cfg: cfg, store: store, failureMap: failureMap, now: now, mux: http.NewServeMux(), rankings: newRankingCache()}
 	// Every view is one loader, answered as JSON under /api and as a page.
 	route(h.mux, "/requests/{req_id}", h.loadRequest, "request.html", requestPageOf)
 	route(h.mux, "/requests/{req_id}/compare", h.loadComparison, "compare.html", comparePageOf)
@@ -64,6 +64,9 @@ func serveJSON[T any](load func(*http.Request) (T, error)) http.HandlerFunc {
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+// close stops the work the handler does in the background.
+func (h *handler) close() { h.rankings.close() }
 
 // httpError is an answer other than 200, with the message a person reads.
 type httpError struct {
@@ -325,10 +328,13 @@ func (h *handler) windowGraph(r *http.Request) (store eventgraph.Store, from, to
 }
 
 // overviewView is the first screen: the failing requests and the top of
-// the ranking.
+// the ranking (nil until the window's first one is made; Refreshing while a
+// newer one is; RankingError when the last one failed).
 type overviewView struct {
 	*failingView
-	Ranking *rootCauseView
+	Ranking      *rootCauseView
+	Refreshing   bool
+	RankingError string
 }
 
 // overviewCandidates is how many of the ranking's candidates the overview shows.
@@ -343,13 +349,17 @@ func (h *handler) loadOverview(r *http.Request) (*overviewView, error) {
 	if err != nil {
 		return nil, err
 	}
-	ranking, err := h.overviewRanking(r.Context(), store, failing.Window.From, failing.Window.To)
-	if err != nil {
-		return nil, err
+	ranking, refreshing, rankErr := h.overviewRanking(store, failing.Window.From, failing.Window.To)
+	v := &overviewView{failingView: failing, Refreshing: refreshing}
+	if rankErr != nil {
+		_, v.RankingError = statusOf(rankErr)
 	}
-	top := *ranking
-	top.Candidates = top.Candidates[:min(len(top.Candidates), overviewCandidates)]
-	return &overviewView{failingView: failing, Ranking: &top}, nil
+	if ranking != nil {
+		top := *ranking
+		top.Candidates = top.Candidates[:min(len(top.Candidates), overviewCandidates)]
+		v.Ranking = &top
+	}
+	return v, nil
 }
 
 func (h *handler) loadFailing(r *http.Request) (*failingView, error) {

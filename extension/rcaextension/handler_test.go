@@ -66,8 +66,12 @@ func withAttr(m map[string]any, k string, v any) map[string]any {
 func serve(t testing.TB, store eventgraph.Store) *httptest.Server {
 	cfg := createDefaultConfig().(*Config)
 	lookup := func() (eventgraph.Store, bool) { return store, store != nil }
-	srv := httptest.NewServer(newHandler(cfg, lookup, lookupFailureMap(cfg), func() time.Time { return storetest.T0.Add(time.Minute) }))
-	t.Cleanup(srv.Close)
+	h := newHandler(cfg, lookup, lookupFailureMap(cfg), func() time.Time { return storetest.T0.Add(time.Minute) })
+	srv := httptest.NewServer(h)
+	t.Cleanup(func() {
+		srv.Close()
+		h.close()
+	})
 	return srv
 }
 
@@ -184,7 +188,8 @@ func TestPages(t *testing.T) {
 	assert.Contains(t, header.Get("Content-Security-Policy"), "default-src 'none'")
 	assert.Contains(t, body, `href="/requests/`+storetest.ReqFailing+`"`)
 	assert.Contains(t, body, `<svg id="failing-chart"`)
-	assert.Contains(t, body, "<strong>2</strong> failing of about")
+	assert.Contains(t, body, "<strong>2</strong> failing requests in the window")
+	assert.Contains(t, body, `id="ranking-pending"`, "the first load of a window does not wait for its ranking")
 
 	status, _, body = get(t, srv, "/requests/"+storetest.ReqFailing)
 	require.Equal(t, http.StatusOK, status, body)

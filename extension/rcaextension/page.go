@@ -34,10 +34,12 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 // overviewPage is the first screen: the failing requests of the window,
 // over time and newest first.
 type overviewPage struct {
-	Failing *failingView
-	Ranking *rootCauseView
-	Window  time.Duration
-	Chart   chart
+	Failing      *failingView
+	Ranking      *rootCauseView
+	Refreshing   bool
+	RankingError string
+	Window       time.Duration
+	Chart        chart
 }
 
 // chart draws a window's failing requests per interval as bars.
@@ -90,7 +92,8 @@ type requestPage struct {
 }
 
 func overviewPageOf(v *overviewView) any {
-	return overviewPage{Failing: v.failingView, Ranking: v.Ranking, Window: v.Window.To.Sub(v.Window.From), Chart: drawChart(v.failingView)}
+	return overviewPage{Failing: v.failingView, Ranking: v.Ranking, Refreshing: v.Refreshing, RankingError: v.RankingError,
+		Window: v.Window.To.Sub(v.Window.From), Chart: drawChart(v.failingView)}
 }
 
 func requestPageOf(v *requestView) any {

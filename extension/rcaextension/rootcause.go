@@ -103,33 +103,66 @@ func (h *handler) rank(ctx context.Context, store eventgraph.Store, from, to tim
 	return v, nil
 }
 
-// rankingCache keeps the last ranking the overview showed: a window read
-// again within rankingFresh, ending within rankingFresh of the last, is
-// answered from it instead of reading all of its events again.
+// rankingCache keeps the last ranking the overview showed, and ranks in
+// the background: the overview never waits for a window's events. A window
+// read again within rankingFresh, ending within rankingFresh of the last, is
+// answered from it.
 type rankingCache struct {
-	mu   sync.Mutex
-	at   time.Time
-	view *rootCauseView
+	mu      sync.Mutex
+	at      time.Time
+	view    *rootCauseView
+	err     error // of the last background ranking
+	running bool
+	// ctx ends the background ranking at shutdown; close waits for it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 }
 
 const rankingFresh = 30 * time.Second
 
-// overviewRanking returns the window's ranking, at most rankingFresh old.
-func (h *handler) overviewRanking(ctx context.Context, store eventgraph.Store, from, to time.Time) (*rootCauseView, error) {
-	c := &h.rankings
+func newRankingCache() *rankingCache {
+	c := &rankingCache{}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	return c
+}
+
+// close stops a background ranking and waits for it.
+func (c *rankingCache) close() {
+	c.cancel()
+	c.wg.Wait()
+}
+
+// overviewRanking returns the freshest ranking of the window it holds (nil
+// when none), and whether a newer one is being made: a missing or stale one
+// starts a ranking in the background, one at a time.
+func (h *handler) overviewRanking(store eventgraph.Store, from, to time.Time) (*rootCauseView, bool, error) {
+	c := h.rankings
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := h.now()
-	if v := c.view; v != nil && now.Sub(c.at) < rankingFresh && v.Window.To.Sub(v.Window.From) == to.Sub(from) &&
-		(to.Sub(v.Window.To)).Abs() < rankingFresh {
-		return v, nil
+	v := c.view
+	if v != nil && (v.Window.To.Sub(v.Window.From) != to.Sub(from) || to.Sub(v.Window.To).Abs() >= rankingFresh) {
+		v = nil // another window's
 	}
-	v, err := h.rank(ctx, store, from, to)
-	if err != nil {
-		return nil, err
+	if v != nil && now.Sub(c.at) < rankingFresh {
+		return v, false, nil
 	}
-	c.at, c.view = now, v
-	return v, nil
+	if !c.running {
+		c.running = true
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			ranked, err := h.rank(c.ctx, store, from, to)
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			c.running, c.err = false, err
+			if err == nil {
+				c.at, c.view = h.now(), ranked
+			}
+		}()
+	}
+	return v, true, c.err
 }
 
 // ranking holds a window's events and requests as dimension value codes.

@@ -211,7 +211,10 @@ func TestAPIRootCause(t *testing.T) {
 	assert.Contains(t, body, `adapter=code-v1`)
 	status, _, body = get(t, srv, "/?"+window)
 	require.Equal(t, http.StatusOK, status)
-	assert.Contains(t, body, `adapter=code-v1`, "the overview shows the top causes")
+	assert.Contains(t, body, `id="ranking-pending"`, "the overview ranks the window in the background")
+	srv.Config.Handler.(*handler).rankings.wg.Wait()
+	_, _, body = get(t, srv, "/?"+window)
+	assert.Contains(t, body, `adapter=code-v1`, "then shows the top causes")
 	assert.Contains(t, body, fmt.Sprintf("failing of about <strong>%d</strong> requests", v.Total))
 	assert.Contains(t, body, `href="/requests/`+v.Candidates[0].Examples[0]+`/compare"`)
 
