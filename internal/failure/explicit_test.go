@@ -140,3 +140,13 @@ func TestReasonAttributesAreTheSymptoms(t *testing.T) {
 	assert.Equal(t, []string{"digest", "error.type", "segment_map", "verdict.grade"}, ReasonAttributes(attrs),
 		"each attribute once; a latency reason's duration is no attribute of the record")
 }
+
+func TestReasonGroupDropsTheQuantities(t *testing.T) {
+	slow := Reason{Kind: KindLatency, Service: "model", Stage: "forward", Attribute: "duration_ms", Baseline: 900, Current: 4200}
+	slower := slow
+	slower.Current = 5100
+	assert.Equal(t, ReasonGroup(slow.String()), ReasonGroup(slower.String()))
+	assert.Equal(t, "latency: duration_ms at forward (model)", ReasonGroup(slow.String()))
+	drift := Reason{Kind: KindSchemaDrift, Attribute: "digest", Value: "phi3-v3.1", Stage: "decode"}
+	assert.Equal(t, drift.String(), ReasonGroup(drift.String()), "the model version is not a quantity")
+}

@@ -21,6 +21,8 @@ import (
 	"strings"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/loom-otel/loom/internal/golden"
 )
 
 // Kind is a class of evidence.
@@ -116,15 +118,29 @@ func (r Reason) String() string {
 	return line
 }
 
+// ReasonGroup is a reason's text (Reason.String) without the quantities of
+// one request (a duration, a share), so that requests failing the same way
+// count together.
+func ReasonGroup(text string) string {
+	for _, kind := range []Kind{KindLatency, KindValueDrift} {
+		if strings.HasPrefix(text, kind.String()+": ") {
+			if i := strings.LastIndex(text, "): "); i > 0 {
+				return text[:i+1]
+			}
+		}
+	}
+	return text
+}
+
 func percent(share float64) string { return strconv.FormatFloat(100*share, 'f', 1, 64) + "%" }
 
 // Record attributes that carry a request's verdict on each of its kept records.
 const (
 	// VerdictAttr is a bool: the request failed.
-	VerdictAttr = "request.failed"
+	VerdictAttr = golden.RequestFailed
 	// ReasonsAttr lists why, one map per reason (MaxReasons at most) with the
 	// keys below.
-	ReasonsAttr = "request.failure.reasons"
+	ReasonsAttr = golden.RequestFailureReasons
 )
 
 // Keys of a reason's map in ReasonsAttr.
@@ -239,7 +255,7 @@ func FromAttributes(attrs pcommon.Map) (v Verdict, ok bool) {
 // and names the record's place (service and stage) as the evidence. It reads
 // the attributes in place, for writers that ask it of every record.
 func NamesPlace(attrs pcommon.Map, service, stage string) bool {
-	for _, m := range failedReasons(attrs) {
+	for m := range failedReasons(attrs) {
 		if str(m, reasonService) == service && str(m, reasonStage) == stage {
 			return true
 		}
@@ -251,7 +267,7 @@ func NamesPlace(attrs pcommon.Map, service, stage string) bool {
 // carries, as Annotate wrote them (Reason.String); nil unless its request failed.
 func ReasonTexts(attrs pcommon.Map) []string {
 	var texts []string
-	for _, m := range failedReasons(attrs) {
+	for m := range failedReasons(attrs) {
 		if t := str(m, reasonText); t != "" {
 			texts = append(texts, t)
 		}
@@ -265,7 +281,7 @@ func ReasonTexts(attrs pcommon.Map) []string {
 // name no attribute of the record.
 func ReasonAttributes(attrs pcommon.Map) []string {
 	var names []string
-	for _, m := range failedReasons(attrs) {
+	for m := range failedReasons(attrs) {
 		if str(m, reasonKind) == KindLatency.String() {
 			continue
 		}
@@ -280,8 +296,8 @@ func ReasonAttributes(attrs pcommon.Map) []string {
 }
 
 // failedReasons yields the reason maps of a failed verdict on a record, in place.
-func failedReasons(attrs pcommon.Map) iter.Seq2[int, pcommon.Map] {
-	return func(yield func(int, pcommon.Map) bool) {
+func failedReasons(attrs pcommon.Map) iter.Seq[pcommon.Map] {
+	return func(yield func(pcommon.Map) bool) {
 		if failed, ok := attrs.Get(VerdictAttr); !ok || failed.Type() != pcommon.ValueTypeBool || !failed.Bool() {
 			return
 		}
@@ -289,8 +305,8 @@ func failedReasons(attrs pcommon.Map) iter.Seq2[int, pcommon.Map] {
 		if !ok || reasons.Type() != pcommon.ValueTypeSlice {
 			return
 		}
-		for i, e := range reasons.Slice().All() {
-			if e.Type() == pcommon.ValueTypeMap && !yield(i, e.Map()) {
+		for _, e := range reasons.Slice().All() {
+			if e.Type() == pcommon.ValueTypeMap && !yield(e.Map()) {
 				return
 			}
 		}

@@ -69,13 +69,19 @@ func Filled(attrs pcommon.Map, field string) {
 	attrs.PutBool(ValidAttr, !stillMissing && !invalid)
 }
 
+// The failure verdict on a request's records (internal/failure writes and reads them).
+const (
+	RequestFailed         = "request.failed"
+	RequestFailureReasons = "request.failure.reasons"
+)
+
 // IsLoomAttr reports whether Loom's own components wrote k (identity,
 // stitching, causal edges, validation, sampling, the failure verdict, schema
 // drift marks): it describes how a record was read, never what the service
 // did.
 func IsLoomAttr(k string) bool {
 	switch k {
-	case EventID, CausalParents, CausalRules, StitchDetached, StitchAsyncOf, "request.failed", "request.failure.reasons":
+	case EventID, CausalParents, CausalRules, StitchDetached, StitchAsyncOf, RequestFailed, RequestFailureReasons:
 		return true
 	}
 	return strings.HasPrefix(k, "golden.") || strings.HasPrefix(k, "sampling.") || strings.HasPrefix(k, "schema.drift")
