@@ -25,11 +25,8 @@ const (
 	// id, not something failures share.
 	maxDimensionValues = 256
 	maxRootCauses      = 10
-	// maxTerms bounds the values of one candidate: a cause an SRE can act
-	// on is one value or a few together.
-	maxTerms          = 3
-	maxExamples       = 5
-	maxReasonEvidence = 3
+	maxExamples        = 5
+	maxReasonEvidence  = 3
 	// InputHashPrefixDim names the input family dimension: the first digits
 	// of input_hash.
 	InputHashPrefixDim = "input_hash.prefix"
@@ -74,7 +71,6 @@ type candidateView struct {
 	Shared   []map[string]string `json:"shared"`
 	Evidence []string            `json:"evidence"`
 	Examples []string            `json:"examples"`
-	key      setKey
 }
 
 type outsideView struct {
@@ -169,7 +165,9 @@ func (h *handler) overviewRanking(store eventgraph.Store, from, to time.Time) (*
 type ranking struct {
 	cfg      *RootCauseConfig
 	dims     []string
-	dimIndex map[string]int
+	dimIndex map[string]int // -1: a name never ranked (a symptom, excluded)
+	// fixed[d]: dimension d is one of fixedDims.
+	fixed []bool
 	// values[dim][code]; code 0 is the empty value (no event of the request has the dimension).
 	values   [][]string
 	valueIdx []map[string]uint16
@@ -225,13 +223,10 @@ func rankRootCauses(events []eventgraph.DimensionEvent, cfg *RootCauseConfig) (*
 	}
 	rk.project(failing / total)
 	v.Dimensions = rk.rankedDims()
-	found := rootcause.Subgroups(rk.rows(), rootcause.SubgroupOptions{MaxResults: maxRootCauses})
+	found := rootcause.Subgroups(rk.rows(v.Dimensions), rootcause.SubgroupOptions{MaxResults: maxRootCauses})
 	sets := rk.termSets()
 	for _, f := range found {
-		cand := rk.candidate(f.Element, f.Score, int(failing), total, sets)
-		if !slices.ContainsFunc(v.Candidates, func(o candidateView) bool { return o.key == cand.key }) {
-			v.Candidates = append(v.Candidates, cand)
-		}
+		v.Candidates = append(v.Candidates, rk.candidate(f.Element, f.Score, int(failing), total, sets))
 	}
 	return v, nil
 }
@@ -310,7 +305,7 @@ func (rk *ranking) dropPerRecord(events []eventgraph.DimensionEvent) {
 	}
 	perRecord := make([]bool, len(rk.dims))
 	for d := range rk.dims {
-		perRecord[d] = !slices.Contains(fixedDims, rk.dims[d]) && varies[d]*100 > carried[d]
+		perRecord[d] = !rk.fixed[d] && varies[d]*100 > carried[d]
 	}
 	rk.keepTerms(func(t dimCode) bool { return !perRecord[t.dim] })
 }
@@ -355,7 +350,7 @@ func (rk *ranking) dropSymptomValues(events []eventgraph.DimensionEvent) {
 		q := rk.reqOf[i]
 		after := e.RequestFailed && (e.ReportsError || (!firstError[q].IsZero() && e.Time.After(firstError[q])))
 		for _, t := range rk.eventTerms(i) {
-			if slices.Contains(fixedDims, rk.dims[t.dim]) {
+			if rk.fixed[t.dim] {
 				continue
 			}
 			f := flags[t]
@@ -402,17 +397,27 @@ func (rk *ranking) addEvent(e *eventgraph.DimensionEvent) {
 }
 
 func (rk *ranking) add(name, value string) {
-	if value == "" || rk.symptoms[name] || slices.Contains(rk.cfg.Exclude, name) ||
-		(len(rk.cfg.Include) > 0 && !slices.Contains(rk.cfg.Include, name)) {
+	if value == "" {
 		return
 	}
 	d, ok := rk.dimIndex[name]
 	if !ok {
 		d = len(rk.dims)
+		if rk.symptoms[name] || slices.Contains(rk.cfg.Exclude, name) ||
+			(len(rk.cfg.Include) > 0 && !slices.Contains(rk.cfg.Include, name)) {
+			d = -1
+		}
 		rk.dimIndex[name] = d
+		if d < 0 {
+			return
+		}
 		rk.dims = append(rk.dims, name)
+		rk.fixed = append(rk.fixed, slices.Contains(fixedDims, name))
 		rk.values = append(rk.values, []string{""})
 		rk.valueIdx = append(rk.valueIdx, map[string]uint16{"": 0})
+	}
+	if d < 0 {
+		return
 	}
 	code, ok := rk.valueIdx[d][value]
 	if !ok {
@@ -544,10 +549,11 @@ func (rk *ranking) rankedDims() []string {
 	return out
 }
 
-// rows are the requests with their values, as the subgroup search reads them.
-func (rk *ranking) rows() []rootcause.Row {
+// rows are the requests with their values of the ranked dimensions, as the
+// subgroup search reads them.
+func (rk *ranking) rows(rankedDims []string) []rootcause.Row {
 	ranked := map[string]bool{}
-	for _, d := range rk.rankedDims() {
+	for _, d := range rankedDims {
 		ranked[d] = true
 	}
 	rows := make([]rootcause.Row, len(rk.requests))
@@ -563,17 +569,16 @@ func (rk *ranking) rows() []rootcause.Row {
 	return rows
 }
 
-// setKey identifies the failing requests under a value (an order-free hash
-// of them) and how many requests it holds in all.
-type setKey struct {
-	failing uint64
-	count   int
+// termCount counts the requests under a value: the failing ones, and all
+// of them by their weights.
+type termCount struct {
+	failing int
 	total   int64
 }
 
-// termSets is the setKey of every value of every dimension.
-func (rk *ranking) termSets() map[dimCode]setKey {
-	sets := map[dimCode]setKey{}
+// termSets counts the requests under every value of every dimension.
+func (rk *ranking) termSets() map[dimCode]termCount {
+	sets := map[dimCode]termCount{}
 	nd := len(rk.dims)
 	for q := range rk.requests {
 		for d := range nd {
@@ -585,8 +590,7 @@ func (rk *ranking) termSets() map[dimCode]setKey {
 			k := sets[t]
 			k.total += int64(math.Round(rk.requests[q].weight))
 			if rk.requests[q].failed {
-				k.failing ^= requestHash(q)
-				k.count++
+				k.failing++
 			}
 			sets[t] = k
 		}
@@ -594,17 +598,9 @@ func (rk *ranking) termSets() map[dimCode]setKey {
 	return sets
 }
 
-// requestHash spreads a request's index over 64 bits (splitmix64).
-func requestHash(q int) uint64 {
-	z := uint64(q) + 0x9e3779b97f4a7c15
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	return z ^ (z >> 31)
-}
-
 // candidate counts the requests whose values include every value of the
 // element, and gathers their evidence and the values equivalent to it.
-func (rk *ranking) candidate(element rootcause.Element, score float64, failing int, total float64, sets map[dimCode]setKey) candidateView {
+func (rk *ranking) candidate(element rootcause.Element, score float64, failing int, total float64, sets map[dimCode]termCount) candidateView {
 	want := make([]dimCode, len(element))
 	v := candidateView{Dimensions: map[string]string{}, Score: math.Round(score*100) / 100,
 		Equivalent: []map[string]string{}, Evidence: []string{}, Examples: []string{}}
@@ -614,7 +610,7 @@ func (rk *ranking) candidate(element rootcause.Element, score float64, failing i
 		v.Dimensions[t.Dim] = t.Value
 	}
 	var insideTotal float64
-	var key setKey
+	var key termCount
 	reasons, causes := map[string]int{}, map[string]int{}
 	inside := make([]bool, len(rk.requests))
 	for q := range rk.requests {
@@ -628,13 +624,12 @@ func (rk *ranking) candidate(element rootcause.Element, score float64, failing i
 			continue
 		}
 		v.Failing++
-		key.failing ^= requestHash(q)
-		key.count++
+		key.failing++
 		if len(v.Examples) < maxExamples {
 			v.Examples = append(v.Examples, r.id)
 		}
 		for _, reason := range r.reasons {
-			reasons[reasonGroup(reason)]++
+			reasons[failure.ReasonGroup(reason)]++
 		}
 		for _, rule := range r.causedBy {
 			causes[rule]++
@@ -676,15 +671,14 @@ func (rk *ranking) candidate(element rootcause.Element, score float64, failing i
 	}
 	slices.SortFunc(v.Equivalent, func(a, b map[string]string) int { return cmp.Compare(fmt.Sprint(a), fmt.Sprint(b)) })
 	v.Shared = rk.shared(overlap, v.Failing, float64(failing)/total, slices.Concat(want, equivalent), sets)
-	v.key = key
 	return v
 }
 
 // equivalents are the values, other than those of not, carried by (nearly)
-// the same requests as the requests inside (whose key is key): the same
+// the same requests as the requests inside (counted in key): the same
 // failing ones, and as much of all the weight both ways. overlap counts,
 // for every value, the failing requests inside that carry it.
-func (rk *ranking) equivalents(inside func(q int) bool, key setKey, not []dimCode, sets map[dimCode]setKey) ([]dimCode, map[dimCode]int) {
+func (rk *ranking) equivalents(inside func(q int) bool, key termCount, not []dimCode, sets map[dimCode]termCount) ([]dimCode, map[dimCode]int) {
 	overlap := map[dimCode]int{}
 	weight := map[dimCode]float64{}
 	for q := range rk.requests {
@@ -704,7 +698,7 @@ func (rk *ranking) equivalents(inside func(q int) bool, key setKey, not []dimCod
 	var out []dimCode
 	for t, n := range overlap {
 		k := sets[t]
-		if float64(n) >= equivalentShare*float64(max(k.count, key.count)) &&
+		if float64(n) >= equivalentShare*float64(max(k.failing, key.failing)) &&
 			weight[t] >= equivalentShare*float64(max(k.total, key.total)) && !slices.Contains(not, t) {
 			out = append(out, t)
 		}
@@ -719,8 +713,8 @@ const maxShared = 3
 // of a candidate's failing requests carries and under which requests fail at
 // least twice as often as in the window, though more requests carry them:
 // an adapter whose cold loads are the candidate. Riskiest first.
-func (rk *ranking) shared(overlap map[dimCode]int, failing int, rate float64, not []dimCode, sets map[dimCode]setKey) []map[string]string {
-	risk := func(t dimCode) float64 { return float64(sets[t].count) / float64(max(sets[t].total, 1)) }
+func (rk *ranking) shared(overlap map[dimCode]int, failing int, rate float64, not []dimCode, sets map[dimCode]termCount) []map[string]string {
+	risk := func(t dimCode) float64 { return float64(sets[t].failing) / float64(max(sets[t].total, 1)) }
 	var found []dimCode
 	for t, n := range overlap {
 		if float64(n) >= equivalentShare*float64(failing) && risk(t) >= 2*rate && !slices.Contains(not, t) {
@@ -746,19 +740,6 @@ func share(part, whole float64) string {
 		return "no requests"
 	}
 	return fmt.Sprintf("%.1f%%", 100*part/whole)
-}
-
-// reasonGroup is a reason's text without the quantities of one request (a
-// duration, a share), so that requests failing the same way count together.
-func reasonGroup(text string) string {
-	for _, kind := range []failure.Kind{failure.KindLatency, failure.KindValueDrift} {
-		if strings.HasPrefix(text, kind.String()+": ") {
-			if i := strings.LastIndex(text, "): "); i > 0 {
-				return text[:i+1]
-			}
-		}
-	}
-	return text
 }
 
 // mostCommon are the n keys counted most, most first.
