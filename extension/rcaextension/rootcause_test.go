@@ -64,16 +64,16 @@ func (inc incident) events() (events []eventgraph.DimensionEvent, failing int) {
 		}
 		common := []string{"region=" + values["region"], "tier=standard"}
 		steps := []struct {
-			service, stage string
-			dims           []string
+			service string
+			dims    []string
 		}{
-			{"edge", "edge/accept", []string{"route=/v2/generate"}},
-			{"retriever", "retrieve/search", []string{"index=docs-" + fmt.Sprint(rng.IntN(3))}},
+			{"edge", []string{"route=/v2/generate"}},
+			{"retriever", []string{"index=docs-" + fmt.Sprint(rng.IntN(3))}},
 			// pool is one to one with the adapter: the counts cannot tell them apart.
-			{"generator", "generate/decode", []string{"adapter=" + values["adapter"], "pool=p-" + values["adapter"]}},
+			{"generator", []string{"adapter=" + values["adapter"], "pool=p-" + values["adapter"]}},
 			// The edge logs a summary at the end: of every failing request,
 			// of a healthy one now and then.
-			{"edge", "edge/respond", nil},
+			{"edge", nil},
 		}
 		if failed || rng.IntN(3) == 0 {
 			steps[3].dims = []string{"summary.logged=yes"}
@@ -81,7 +81,7 @@ func (inc incident) events() (events []eventgraph.DimensionEvent, failing int) {
 		for k, st := range steps {
 			e := eventgraph.DimensionEvent{ReqID: id, Time: benchT0.Add(time.Duration(n)*time.Second + time.Duration(k)*time.Millisecond),
 				RequestFailed: failed, AdjustedCount: weight, Service: st.service,
-				Stage: st.stage, Host: fmt.Sprintf("%s-%d", st.service, rng.IntN(3)), InputHash: fmt.Sprintf("%08x", rng.Uint32()),
+				Host: fmt.Sprintf("%s-%d", st.service, rng.IntN(3)), InputHash: fmt.Sprintf("%08x", rng.Uint32()),
 				ModelVer: model, Dims: append(append([]string{}, common...), st.dims...)}
 			if failed {
 				e.Reasons = []string{fmt.Sprintf("value_drift: outcome.code=refused at generate/decode (generator): 0.1%% of the baseline, %d.0%% now", 1+n%9)}
@@ -183,7 +183,7 @@ func TestAPIRootCause(t *testing.T) {
 	var events []eventgraph.Event
 	for i, d := range dims {
 		e := eventgraph.Event{ID: fmt.Sprintf("%032x", i+1), Kind: eventgraph.KindLog, Time: d.Time,
-			ReqID: d.ReqID, Stage: d.Stage, Service: d.Service, Host: d.Host, ModelVer: d.ModelVer, InputHash: d.InputHash,
+			ReqID: d.ReqID, Service: d.Service, Host: d.Host, ModelVer: d.ModelVer, InputHash: d.InputHash,
 			Failed: d.EventFailed,
 			Attrs:  map[string]any{eventgraph.DimsAttr: d.Dims, golden.SamplingAdjustedCount: d.AdjustedCount}}
 		if d.RequestFailed {

@@ -215,6 +215,13 @@ type Graph struct {
 	Truncated bool
 }
 
+// ErrorSeverity is the least log severity that reports an error (plog's ERROR).
+const ErrorSeverity = 17
+
+// ReportsError says whether the event reports an error itself: a log record
+// at ErrorSeverity or above, a span with an error status.
+func (e *Event) ReportsError() bool { return e.SeverityNumber >= ErrorSeverity || e.Status == "error" }
+
 // DimensionEvent is one event as root-cause ranking reads it: its request and
 // that request's outcome, the sampling weight, and every dimension value the
 // event carries.
@@ -231,7 +238,7 @@ type DimensionEvent struct {
 	// (sampling.adjusted_count; 1 where the record had none).
 	AdjustedCount float64
 
-	Stage, ModelVer, InputHash, Service, Host, GPU string
+	ModelVer, InputHash, Service, Host, GPU string
 	// Dims are the event's other low-cardinality attributes (DimsAttr), and
 	// Symptoms the attributes its request's failure reasons name (SymptomsAttr).
 	Dims, Symptoms []string

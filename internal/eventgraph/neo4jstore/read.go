@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -43,10 +44,11 @@ ORDER BY r.first_time, r.req_id`
 
 // dimensionEventsQuery reads the window's events of requests with their
 // request's outcome, through the event time index.
-const dimensionEventsQuery = `MATCH (e:Event) WHERE e.time >= $from AND e.time < $to AND e.req_id IS NOT NULL
+var dimensionEventsQuery = `MATCH (e:Event) WHERE e.time >= $from AND e.time < $to AND e.req_id IS NOT NULL
 OPTIONAL MATCH (r:Request {req_id: e.req_id})
 RETURN e.req_id, e.time, e.end_time, coalesce(r.failed, false), coalesce(e.failed, false),
-  coalesce(e.severity_number, 0) >= 17 OR coalesce(e.status, '') = 'error', e.stage, e.model_ver, e.input_hash,
+  coalesce(e.severity_number, 0) >= ` + strconv.Itoa(eventgraph.ErrorSeverity) + ` OR coalesce(e.` + propStatus + `, '') = 'error',
+  e.` + golden.ModelVer + `, e.` + golden.InputHash + `,
   e.` + propService + `, e.` + propHost + `, e.` + propGPU + `,
   e.` + "`" + golden.SamplingAdjustedCount + "`" + `, e.` + "`" + eventgraph.DimsAttr + "`" + `,
   CASE WHEN e.failed THEN e.` + "`" + eventgraph.SymptomsAttr + "`" + ` END,
@@ -142,13 +144,13 @@ func (s *Store) DimensionEvents(ctx context.Context, from, to time.Time, limit i
 		e.RequestFailed, _ = v[3].(bool)
 		e.EventFailed, _ = v[4].(bool)
 		e.ReportsError, _ = v[5].(bool)
-		e.Stage, e.ModelVer, e.InputHash, e.Service, e.Host, e.GPU = str(v[6]), str(v[7]), str(v[8]), str(v[9]), str(v[10]), str(v[11])
+		e.ModelVer, e.InputHash, e.Service, e.Host, e.GPU = str(v[6]), str(v[7]), str(v[8]), str(v[9]), str(v[10])
 		e.AdjustedCount = 1
-		if w, ok := v[12].(float64); ok && w >= 1 {
+		if w, ok := v[11].(float64); ok && w >= 1 {
 			e.AdjustedCount = w
 		}
-		e.Dims, e.Symptoms, e.Reasons = strs(v[13]), strs(v[14]), strs(v[15])
-		if rules := strs(v[16]); len(rules) > 0 {
+		e.Dims, e.Symptoms, e.Reasons = strs(v[12]), strs(v[13]), strs(v[14])
+		if rules := strs(v[15]); len(rules) > 0 {
 			slices.Sort(rules)
 			e.CausedBy = slices.Compact(rules)
 		}

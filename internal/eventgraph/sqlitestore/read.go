@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -182,8 +183,9 @@ func (s *Store) Requests(ctx context.Context, from, to time.Time, failed bool) (
 // attributes ranking needs are taken out of the JSON, never the whole of it,
 // and a request's symptoms and reasons only from the events that show its
 // failure (every failed request has one).
-const dimensionEventsQuery = `SELECT e.req_id, e.time_ns, coalesce(e.end_ns, 0), e.failed,
-	coalesce(e.severity_number, 0) >= ` + errorSeverity + ` OR coalesce(e.status, '') = 'error', e.stage, e.model_ver, e.input_hash, e.service, e.host, e.gpu,
+var dimensionEventsQuery = `SELECT e.req_id, e.time_ns, coalesce(e.end_ns, 0), e.failed,
+	coalesce(e.severity_number, 0) >= ` + strconv.Itoa(eventgraph.ErrorSeverity) + ` OR coalesce(e.status, '') = 'error',
+	e.model_ver, e.input_hash, e.service, e.host, e.gpu,
 	json_extract(e.attrs, '$."` + golden.SamplingAdjustedCount + `"'),
 	json_extract(e.attrs, '$."` + eventgraph.DimsAttr + `"'),
 	CASE WHEN e.failed THEN json_extract(e.attrs, '$."` + eventgraph.SymptomsAttr + `"') END,
@@ -192,9 +194,6 @@ const dimensionEventsQuery = `SELECT e.req_id, e.time_ns, coalesce(e.end_ns, 0),
 FROM events e
 WHERE e.time_ns >= ? AND e.time_ns < ? AND e.req_id IS NOT NULL
 LIMIT ?`
-
-// errorSeverity is plog.SeverityNumberError, the least severity that reports an error.
-const errorSeverity = "17"
 
 // DimensionEvents returns the events in [from, to) that belong to a request,
 // at most limit. The window is read in slices side by side, one connection
@@ -274,12 +273,12 @@ func (s *Store) dimensionEvents(ctx context.Context, from, to time.Time, limit i
 		return l, err
 	}
 	var out []eventgraph.DimensionEvent
-	var reqID, stage, model, input, service, host, gpu, dims, symptoms, reasons, causedBy sql.RawBytes
+	var reqID, model, input, service, host, gpu, dims, symptoms, reasons, causedBy sql.RawBytes
 	for rows.Next() {
 		var e eventgraph.DimensionEvent
 		var weight sql.NullFloat64
 		var at, end int64
-		if err := rows.Scan(&reqID, &at, &end, &e.EventFailed, &e.ReportsError, &stage, &model, &input, &service, &host, &gpu,
+		if err := rows.Scan(&reqID, &at, &end, &e.EventFailed, &e.ReportsError, &model, &input, &service, &host, &gpu,
 			&weight, &dims, &symptoms, &reasons, &causedBy); err != nil {
 			return nil, fmt.Errorf("sqlitestore: dimension events: %w", err)
 		}
@@ -287,7 +286,7 @@ func (s *Store) dimensionEvents(ctx context.Context, from, to time.Time, limit i
 		if end != 0 {
 			e.End = time.Unix(0, end).UTC()
 		}
-		e.Stage, e.ModelVer, e.InputHash = text(stage), text(model), text(input)
+		e.ModelVer, e.InputHash = text(model), text(input)
 		e.Service, e.Host, e.GPU = text(service), text(host), text(gpu)
 		e.AdjustedCount = 1
 		if weight.Valid && weight.Float64 >= 1 {

@@ -306,8 +306,8 @@ func referenceDimensionEvents(events []eventgraph.Event, from, to time.Time) []e
 			continue
 		}
 		d := eventgraph.DimensionEvent{ReqID: e.ReqID, Time: e.Time, End: e.End, RequestFailed: failed[e.ReqID], EventFailed: e.Failed,
-			ReportsError: e.SeverityNumber >= 17 || e.Status == "error", AdjustedCount: 1,
-			Stage: e.Stage, ModelVer: e.ModelVer, InputHash: e.InputHash, Service: e.Service, Host: e.Host, GPU: e.GPU}
+			ReportsError: e.ReportsError(), AdjustedCount: 1,
+			ModelVer: e.ModelVer, InputHash: e.InputHash, Service: e.Service, Host: e.Host, GPU: e.GPU}
 		if w, ok := e.Attrs[golden.SamplingAdjustedCount].(float64); ok {
 			d.AdjustedCount = w
 		}
@@ -332,7 +332,7 @@ func sortedDimensionEvents(events []eventgraph.DimensionEvent) []eventgraph.Dime
 		return nil
 	}
 	slices.SortFunc(events, func(x, y eventgraph.DimensionEvent) int {
-		return cmp.Or(cmp.Compare(x.ReqID, y.ReqID), x.Time.Compare(y.Time), cmp.Compare(x.Stage, y.Stage), cmp.Compare(x.Service, y.Service),
+		return cmp.Or(cmp.Compare(x.ReqID, y.ReqID), x.Time.Compare(y.Time), cmp.Compare(x.Service, y.Service),
 			cmp.Compare(strings.Join(x.Dims, ","), strings.Join(y.Dims, ",")), cmp.Compare(x.GPU, y.GPU),
 			cmp.Compare(x.Host, y.Host), cmp.Compare(x.ModelVer, y.ModelVer), cmp.Compare(x.InputHash, y.InputHash))
 	})
@@ -407,7 +407,7 @@ func testHostileStrings(t *testing.T, s eventgraph.Backend) {
 	dims, _, err := s.DimensionEvents(ctx, T0, T0.Add(time.Hour), 1000)
 	require.NoError(t, err)
 	assert.Len(t, dims, len(Hostile))
-	assert.Contains(t, dims, eventgraph.DimensionEvent{ReqID: Hostile[3], Time: T0.Add(3 * time.Second), AdjustedCount: 1, Stage: Hostile[3], ModelVer: Hostile[3],
+	assert.Contains(t, dims, eventgraph.DimensionEvent{ReqID: Hostile[3], Time: T0.Add(3 * time.Second), AdjustedCount: 1, ModelVer: Hostile[3],
 		InputHash: Hostile[3], Service: Hostile[3], Host: Hostile[3], GPU: Hostile[3]})
 	_, err = s.Neighbourhood(ctx, Hostile[3], 1)
 	assert.ErrorIs(t, err, eventgraph.ErrNotFound)
