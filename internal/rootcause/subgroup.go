@@ -35,8 +35,6 @@ type Subgroup struct {
 	// Score is the log-likelihood ratio, in nats, of the subgroup's own hit
 	// rate against the rate of all rows, less the cost of naming it.
 	Score float64
-	// Hits and Weight sum the rows inside that no better subgroup took.
-	Hits, Weight float64
 }
 
 const (
@@ -163,7 +161,7 @@ func (c *scored) subgroup(idx *subgroupIndex) Subgroup {
 		e[i] = idx.term[t]
 	}
 	slices.SortFunc(e, func(a, b Term) int { return cmp.Compare(a.Dim, b.Dim) })
-	return Subgroup{Element: e, Score: c.score, Hits: c.hits, Weight: c.hits + c.miss}
+	return Subgroup{Element: e, Score: c.score}
 }
 
 // evaluate sums rows (uncovered) and scores them.
