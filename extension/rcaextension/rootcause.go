@@ -235,8 +235,10 @@ func newRanking(events []eventgraph.DimensionEvent, cfg *RootCauseConfig) *ranki
 	rk := &ranking{cfg: cfg, dimIndex: map[string]int{}, symptoms: map[string]bool{},
 		termStart: make([]int32, 0, len(events)+1), reqOf: make([]int32, 0, len(events))}
 	for i := range events {
-		for _, s := range events[i].Symptoms {
-			rk.symptoms[s] = true
+		if f := events[i].Failure; f != nil {
+			for _, s := range f.Symptoms {
+				rk.symptoms[s] = true
+			}
 		}
 	}
 	reqIndex := map[string]int32{}
@@ -251,12 +253,14 @@ func newRanking(events []eventgraph.DimensionEvent, cfg *RootCauseConfig) *ranki
 		q := &rk.requests[qi]
 		q.failed = q.failed || e.RequestFailed
 		q.weight = max(q.weight, e.AdjustedCount)
-		if q.reasons == nil && len(e.Reasons) > 0 {
-			q.reasons = e.Reasons
-		}
-		for _, rule := range e.CausedBy {
-			if !slices.Contains(q.causedBy, rule) {
-				q.causedBy = append(q.causedBy, rule)
+		if f := e.Failure; f != nil {
+			if q.reasons == nil && len(f.Reasons) > 0 {
+				q.reasons = f.Reasons
+			}
+			for _, rule := range f.CausedBy {
+				if !slices.Contains(q.causedBy, rule) {
+					q.causedBy = append(q.causedBy, rule)
+				}
 			}
 		}
 		rk.reqOf = append(rk.reqOf, qi)

@@ -83,14 +83,11 @@ func (inc incident) events() (events []eventgraph.DimensionEvent, failing int) {
 				RequestFailed: failed, AdjustedCount: weight, Service: st.service,
 				Host: fmt.Sprintf("%s-%d", st.service, rng.IntN(3)), InputHash: fmt.Sprintf("%08x", rng.Uint32()),
 				ModelVer: model, Dims: append(append([]string{}, common...), st.dims...)}
-			if failed {
-				e.Reasons = []string{fmt.Sprintf("value_drift: outcome.code=refused at generate/decode (generator): 0.1%% of the baseline, %d.0%% now", 1+n%9)}
-				e.Symptoms = []string{"outcome.code"}
-				if k == 2 {
-					e.EventFailed, e.ReportsError = true, true
-					e.CausedBy = []string{"retrieval_feeds_decode"}
-					e.Dims = append(e.Dims, "verdict=refused", "outcome.code=refused")
-				}
+			if failed && k == 2 {
+				e.EventFailed, e.ReportsError = true, true
+				e.Failure = &eventgraph.EventFailure{Symptoms: []string{"outcome.code"}, CausedBy: []string{"retrieval_feeds_decode"},
+					Reasons: []string{fmt.Sprintf("value_drift: outcome.code=refused at generate/decode (generator): 0.1%% of the baseline, %d.0%% now", 1+n%9)}}
+				e.Dims = append(e.Dims, "verdict=refused", "outcome.code=refused")
 			} else if k == 2 {
 				e.Dims = append(e.Dims, "verdict=ok", "outcome.code=ok")
 			}
@@ -186,8 +183,8 @@ func TestAPIRootCause(t *testing.T) {
 			ReqID: d.ReqID, Service: d.Service, Host: d.Host, ModelVer: d.ModelVer, InputHash: d.InputHash,
 			Failed: d.EventFailed,
 			Attrs:  map[string]any{eventgraph.DimsAttr: d.Dims, golden.SamplingAdjustedCount: d.AdjustedCount}}
-		if d.RequestFailed {
-			e.Attrs[failure.ReasonsAttr], e.Attrs[eventgraph.SymptomsAttr] = d.Reasons, d.Symptoms
+		if d.Failure != nil {
+			e.Attrs[failure.ReasonsAttr], e.Attrs[eventgraph.SymptomsAttr] = d.Failure.Reasons, d.Failure.Symptoms
 		}
 		if d.ReportsError {
 			e.SeverityNumber = 17

@@ -239,16 +239,22 @@ type DimensionEvent struct {
 	AdjustedCount float64
 
 	ModelVer, InputHash, Service, Host, GPU string
-	// Dims are the event's other low-cardinality attributes (DimsAttr), and
-	// Symptoms the attributes its request's failure reasons name (SymptomsAttr).
-	Dims, Symptoms []string
-	// Reasons are the failure reasons its request carries, as text, and
-	// CausedBy the rules of the CAUSED edges into the event. Symptoms,
-	// Reasons and CausedBy may be read only from the events that show the
-	// failure (EventFailed). Stores may share these lists between events:
-	// read them, never change them.
-	Reasons  []string
-	CausedBy []string
+	// Dims are the event's other low-cardinality attributes (DimsAttr).
+	// Stores may share them between events: read them, never change them.
+	Dims []string
+	// Failure is what the event tells of its request's failure when it
+	// shows it (EventFailed, of a failed request), else nil: few events
+	// have one, and a window holds hundreds of thousands of events.
+	Failure *EventFailure
+}
+
+// EventFailure is what an event that shows its request's failure tells of
+// it. Stores may share its lists between events: read them, never change them.
+type EventFailure struct {
+	// Symptoms are the attributes its request's failure reasons name
+	// (SymptomsAttr); Reasons those reasons, as text; CausedBy the rules of
+	// the CAUSED edges into the event.
+	Symptoms, Reasons, CausedBy []string
 }
 
 // Store is the read side of the graph, the same on every backend.

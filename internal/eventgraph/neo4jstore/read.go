@@ -149,10 +149,13 @@ func (s *Store) DimensionEvents(ctx context.Context, from, to time.Time, limit i
 		if w, ok := v[11].(float64); ok && w >= 1 {
 			e.AdjustedCount = w
 		}
-		e.Dims, e.Symptoms, e.Reasons = strs(v[12]), strs(v[13]), strs(v[14])
-		if rules := strs(v[15]); len(rules) > 0 {
-			slices.Sort(rules)
-			e.CausedBy = slices.Compact(rules)
+		e.Dims = strs(v[12])
+		if e.EventFailed && e.RequestFailed {
+			e.Failure = &eventgraph.EventFailure{Symptoms: strs(v[13]), Reasons: strs(v[14])}
+			if rules := strs(v[15]); len(rules) > 0 {
+				slices.Sort(rules)
+				e.Failure.CausedBy = slices.Compact(rules)
+			}
 		}
 	}
 	return out, truncated, nil

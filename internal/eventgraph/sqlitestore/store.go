@@ -70,6 +70,10 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("sqlitestore: create schema in %s: %w", path, err)
 	}
+	if err := addRankedColumns(ctx, db); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("sqlitestore: upgrade schema in %s: %w", path, err)
+	}
 	return &Store{db: db, opts: opts}, nil
 }
 
@@ -78,6 +82,41 @@ func (s *Store) Close(context.Context) error { return s.db.Close() }
 
 // DB is the underlying database, for tests and tools that inspect the file.
 func (s *Store) DB() *sql.DB { return s.db }
+
+// addRankedColumns adds the columns dims and adjusted_count to a file
+// written before they existed. They hold apart from attrs the two
+// attributes that every root-cause ranking reads from every event of its
+// window (eventgraph.dims and sampling.adjusted_count): a json_extract per
+// event and attribute was a third of a ranking's read time. The file's
+// older events keep them in attrs: read back whole, they are unchanged;
+// ranked, they count with no discovered dimension and weight 1 until they
+// age out of the windows people rank.
+func addRankedColumns(ctx context.Context, db *sql.DB) error {
+	rows, err := db.QueryContext(ctx, `SELECT name FROM pragma_table_info('events')`)
+	if err != nil {
+		return err
+	}
+	have := map[string]bool{}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			_ = rows.Close()
+			return err
+		}
+		have[name] = true
+	}
+	if err := rows.Close(); err != nil {
+		return err
+	}
+	for _, add := range []string{"dims TEXT", "adjusted_count REAL"} {
+		if name, _, _ := strings.Cut(add, " "); !have[name] {
+			if _, err := db.ExecContext(ctx, "ALTER TABLE events ADD COLUMN "+add); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
 
 const schema = `
 CREATE TABLE IF NOT EXISTS events (
@@ -104,7 +143,9 @@ CREATE TABLE IF NOT EXISTS events (
 	span_key        INTEGER,
 	parent_key      INTEGER,
 	async_of        TEXT,
-	attrs           TEXT
+	attrs           TEXT,
+	dims            TEXT,
+	adjusted_count  REAL
 );
 CREATE INDEX IF NOT EXISTS events_by_request ON events (req_id, time_ns, event_id);
 CREATE INDEX IF NOT EXISTS events_by_time ON events (time_ns);

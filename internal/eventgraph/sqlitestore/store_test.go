@@ -11,6 +11,7 @@ import (
 
 	"github.com/loom-otel/loom/internal/eventgraph"
 	"github.com/loom-otel/loom/internal/eventgraph/storetest"
+	"github.com/loom-otel/loom/internal/golden"
 )
 
 func open(t *testing.T, opts Options) *Store {
@@ -110,4 +111,43 @@ func TestPruneBySize(t *testing.T) {
 	deleted, err = s.Prune(ctx, storetest.T0)
 	require.NoError(t, err)
 	assert.Zero(t, deleted, "within the bound, nothing more goes")
+}
+
+// TestOpenUpgradesAFileWithoutRankedColumns opens a file written before
+// dims and adjusted_count were columns: its events read back unchanged, and
+// new events rank with their dimensions.
+func TestOpenUpgradesAFileWithoutRankedColumns(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "graph.db")
+	s, err := Open(ctx, path, Options{})
+	require.NoError(t, err)
+	for _, column := range []string{"dims", "adjusted_count"} {
+		_, err := s.DB().ExecContext(ctx, "ALTER TABLE events DROP COLUMN "+column)
+		require.NoError(t, err)
+	}
+	_, err = s.DB().ExecContext(ctx, `INSERT INTO events (event_id, kind, time_ns, req_id, failed, attrs) VALUES (?, 'log', ?, 'req-old', 0, ?)`,
+		storetest.ID(1), storetest.T0.UnixNano(), `{"eventgraph.dims":["region=eu"],"sampling.adjusted_count":100}`)
+	require.NoError(t, err)
+	require.NoError(t, s.Close(ctx))
+
+	s, err = Open(ctx, path, Options{})
+	require.NoError(t, err)
+	defer func() { _ = s.Close(ctx) }()
+	old, err := s.Timeline(ctx, "req-old")
+	require.NoError(t, err)
+	require.Len(t, old, 1)
+	assert.Equal(t, map[string]any{eventgraph.DimsAttr: []string{"region=eu"}, golden.SamplingAdjustedCount: 100.0}, old[0].Attrs)
+
+	require.NoError(t, s.Write(ctx, []eventgraph.Event{{ID: storetest.ID(2), Kind: eventgraph.KindLog, Time: storetest.T0, ReqID: "req-new",
+		Attrs: map[string]any{eventgraph.DimsAttr: []string{"region=us"}, golden.SamplingAdjustedCount: 10.0}}}))
+	got, _, err := s.DimensionEvents(ctx, storetest.T0, storetest.T0.Add(time.Second), 10)
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	byReq := map[string]eventgraph.DimensionEvent{got[0].ReqID: got[0], got[1].ReqID: got[1]}
+	assert.Equal(t, []string{"region=us"}, byReq["req-new"].Dims)
+	assert.Equal(t, 10.0, byReq["req-new"].AdjustedCount)
+	assert.Empty(t, byReq["req-old"].Dims, "older events rank without their dimensions until they age out")
+	var inAttrs int
+	require.NoError(t, s.DB().QueryRowContext(ctx, `SELECT count(*) FROM events WHERE json_extract(attrs, '$."eventgraph.dims"') IS NOT NULL`).Scan(&inAttrs))
+	assert.Equal(t, 1, inAttrs, "new events keep their dimensions in the column only")
 }

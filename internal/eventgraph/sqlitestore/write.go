@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"maps"
 
 	"github.com/loom-otel/loom/internal/eventgraph"
+	"github.com/loom-otel/loom/internal/golden"
 )
 
 // An event written again (a retry, a replay, the same record enriched) is
@@ -16,8 +18,8 @@ import (
 const upsertEvent = `
 INSERT INTO events (event_id, kind, time_ns, end_ns, req_id, stage, model_ver, input_hash, service, host, gpu,
 	severity_number, severity_text, status, failed, name, message, trace_id, span_id, parent_span_id,
-	span_key, parent_key, async_of, attrs)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	span_key, parent_key, async_of, attrs, dims, adjusted_count)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (event_id) DO UPDATE SET
 	kind = excluded.kind,
 	time_ns = excluded.time_ns,
@@ -42,7 +44,9 @@ ON CONFLICT (event_id) DO UPDATE SET
 	parent_key = coalesce(excluded.parent_key, parent_key),
 	async_of = coalesce(excluded.async_of, async_of),
 	attrs = CASE WHEN attrs IS NULL OR excluded.attrs IS NULL THEN coalesce(excluded.attrs, attrs)
-		ELSE json_patch(attrs, excluded.attrs) END`
+		ELSE json_patch(attrs, excluded.attrs) END,
+	dims = coalesce(excluded.dims, dims),
+	adjusted_count = coalesce(excluded.adjusted_count, adjusted_count)`
 
 const insertCause = `INSERT INTO caused (effect_id, cause_id, type, rule) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`
 
@@ -106,7 +110,7 @@ func writeEvents(ctx context.Context, tx *sql.Tx, events []eventgraph.Event) err
 
 // appendEventArgs appends the event's row, in the order of upsertEvent's columns.
 func appendEventArgs(args []any, e *eventgraph.Event) ([]any, error) {
-	attrs, err := encodeAttrs(e.Attrs)
+	attrs, dims, weight, err := encodeAttrs(e.Attrs)
 	if err != nil {
 		return nil, eventgraph.Permanent(fmt.Errorf("sqlitestore: event %s: %w", e.ID, err))
 	}
@@ -122,7 +126,7 @@ func appendEventArgs(args []any, e *eventgraph.Event) ([]any, error) {
 		null(e.ReqID), null(e.Stage), null(e.ModelVer), null(e.InputHash), null(e.Service), null(e.Host), null(e.GPU),
 		severity, null(e.SeverityText), null(e.Status), e.Failed, null(e.Name), null(e.Message),
 		null(e.TraceID), null(e.SpanID), null(e.ParentSpanID), spanKey(e.SpanKey()), spanKey(e.ParentKey()),
-		null(e.AsyncOf), attrs), nil
+		null(e.AsyncOf), attrs, dims, weight), nil
 }
 
 func writeRequests(ctx context.Context, tx *sql.Tx, requests []eventgraph.Request) error {
@@ -157,13 +161,32 @@ func spanKey(key string) any {
 	return int64(h.Sum64())
 }
 
-func encodeAttrs(attrs map[string]any) (any, error) {
+// encodeAttrs returns the attributes as JSON, less the two that have their
+// own columns (see addRankedColumns), which it returns apart.
+func encodeAttrs(attrs map[string]any) (rest, dims, weight any, err error) {
+	list, hasDims := attrs[eventgraph.DimsAttr].([]string)
+	count, hasWeight := attrs[golden.SamplingAdjustedCount].(float64)
+	if hasDims || hasWeight {
+		attrs = maps.Clone(attrs)
+	}
+	if hasDims {
+		delete(attrs, eventgraph.DimsAttr)
+		b, err := json.Marshal(list)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		dims = string(b)
+	}
+	if hasWeight {
+		delete(attrs, golden.SamplingAdjustedCount)
+		weight = count
+	}
 	if len(attrs) == 0 {
-		return nil, nil
+		return nil, dims, weight, nil
 	}
 	b, err := json.Marshal(attrs)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
-	return string(b), nil
+	return string(b), dims, weight, nil
 }

@@ -313,14 +313,16 @@ func referenceDimensionEvents(events []eventgraph.Event, from, to time.Time) []e
 		}
 		d.Dims, _ = e.Attrs[eventgraph.DimsAttr].([]string)
 		if e.Failed && d.RequestFailed {
-			d.Symptoms, _ = e.Attrs[eventgraph.SymptomsAttr].([]string)
-			d.Reasons, _ = e.Attrs[failure.ReasonsAttr].([]string)
+			f := &eventgraph.EventFailure{}
+			f.Symptoms, _ = e.Attrs[eventgraph.SymptomsAttr].([]string)
+			f.Reasons, _ = e.Attrs[failure.ReasonsAttr].([]string)
 			for _, c := range e.Causes {
-				if !slices.Contains(d.CausedBy, c.Rule) {
-					d.CausedBy = append(d.CausedBy, c.Rule)
+				if !slices.Contains(f.CausedBy, c.Rule) {
+					f.CausedBy = append(f.CausedBy, c.Rule)
 				}
 			}
-			slices.Sort(d.CausedBy)
+			slices.Sort(f.CausedBy)
+			d.Failure = f
 		}
 		out = append(out, d)
 	}
