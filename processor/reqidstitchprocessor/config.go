@@ -28,6 +28,11 @@ type Config struct {
 	Rules []RuleConfig `mapstructure:"rules"`
 	// MaxRuleKeys bounds each rule's remembered causes (one per join key value).
 	MaxRuleKeys int `mapstructure:"max_rule_keys"`
+	// TrustUpstreamIdentity keeps the event.id, causal edges and stitch marks
+	// that records arrive with. Only a gateway whose clients are Loom agents
+	// (authenticated) may turn it on: a client that sets them could rewrite
+	// another request's event in the graph or add edges to it.
+	TrustUpstreamIdentity bool `mapstructure:"trust_upstream_identity"`
 
 	// options are test seams (clock, ticks), never set from YAML.
 	options []option `mapstructure:"-"`

@@ -21,6 +21,7 @@ func (s *stitcher) stitchLogs(ld plog.Logs, now int64, hold func(plog.Logs) bool
 		for j := 0; j < sls.Len(); j++ {
 			sl := sls.At(j)
 			sl.LogRecords().RemoveIf(func(lr plog.LogRecord) bool {
+				s.admit(lr.Attributes())
 				event := logEventID(rl, sl, lr)
 				if s.stitchLog(o, rl, sl, lr, now) && hold != nil && hold(parkLog(rl, sl, lr)) {
 					s.rules.applyLog(rl, sl, lr, event, causeOnly)
@@ -144,6 +145,7 @@ func (s *stitcher) stitchSpans(td ptrace.Traces, now int64, hold func(ptrace.Tra
 			spans := ss.Spans()
 			for k := 0; k < spans.Len(); k++ {
 				span := spans.At(k)
+				s.admit(span.Attributes())
 				event := spanEventID(rs, ss, span)
 				var r *request
 				if id, _ := reqIDOf(span.Attributes()); id != "" {

@@ -151,7 +151,7 @@ func TestDetachedWorkIsLinkedToThePrimaryRoot(t *testing.T) {
 	assert.Equal(t, int64(2), h.counter("processor_reqidstitch_records_detached"))
 
 	// A second tier (or a retry) running over the output adds nothing.
-	again := newHarness(t, nil)
+	again := newHarness(t, trustUpstream)
 	td := ptrace.NewTraces()
 	h.spanOut.AllTraces()[0].CopyTo(td)
 	again.consumeTraces(td)
@@ -183,15 +183,16 @@ func TestEventIDIsDeterministicAndKept(t *testing.T) {
 	assert.Equal(t, str(span1.Attributes(), golden.EventID), str(span2.Attributes(), golden.EventID))
 	assert.NotEqual(t, str(log1.Attributes(), golden.EventID), str(span1.Attributes(), golden.EventID))
 
-	// The log's trace context was filled after its identity was taken: recomputing
-	// from the filled record would differ, so a well-formed event.id is never recomputed.
-	h := newHarness(t, nil)
+	// The log's trace context was filled after its identity was taken:
+	// recomputing from the filled record would differ, so a second tier that
+	// trusts the first keeps a well-formed event.id.
+	h := newHarness(t, trustUpstream)
 	ld := plog.NewLogs()
 	log1.CopyTo(ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords().AppendEmpty())
 	h.consumeLogs(ld)
 	assert.Equal(t, str(log1.Attributes(), golden.EventID), str(h.outLogs()[0].Attributes(), golden.EventID))
 
-	// A malformed one is replaced.
+	// A malformed one is replaced even then.
 	h.consumeTraces(tracesOf(rootA))
 	h.consumeLogs(logsOf(rec{service: "gateway", at: t0, name: "x", attrs: map[string]any{golden.EventID: "not-a-hash", golden.ReqID: reqA}}))
 	_, ok := golden.ParseEventHash(str(h.outLogs()[1].Attributes(), golden.EventID))
@@ -254,4 +255,34 @@ func TestRequestContextCarriesInputAndModel(t *testing.T) {
 	assert.Equal(t, []any{golden.InputHash}, b[golden.DerivedAttr])
 	assert.Equal(t, int64(2), h.counter("processor_reqidstitch_records_filled", "direction", "input_hash"))
 	assert.Equal(t, int64(1), h.counter("processor_reqidstitch_records_filled", "direction", "model_ver"))
+}
+
+// trustUpstream configures a gateway behind Loom agents.
+func trustUpstream(c *Config) { c.TrustUpstreamIdentity = true }
+
+// TestClientIdentityIsNeverTrusted sends records that claim another
+// request's event.id and forge a cause, a detached mark and an ASYNC_OF
+// target: by default all are removed and counted, and the records get the
+// identity this collector computes.
+func TestClientIdentityIsNeverTrusted(t *testing.T) {
+	h := newHarness(t, nil)
+	h.consumeTraces(tracesOf(rootA))
+	h.consumeLogs(logsOf(rec{service: "gateway", trace: traceID(1), at: t0, name: "victim", attrs: reqIDAttr(reqA)}))
+	victim := str(h.outLogs()[0].Attributes(), golden.EventID)
+
+	forged := map[string]any{golden.ReqID: reqB, golden.EventID: victim, golden.CausalParents: []any{victim + ":CAUSED"},
+		golden.CausalRules: []any{"forged"}, golden.StitchDetached: "true", golden.StitchAsyncOf: victim}
+	h.consumeLogs(logsOf(rec{service: "intruder", trace: traceID(7), at: t0.Add(time.Second), name: "forged", attrs: forged}))
+	h.consumeTraces(tracesOf(rec{service: "intruder", trace: traceID(7), span: spanID(7), at: t0, end: t0.Add(time.Second), name: "forged", attrs: forged}))
+	for _, attrs := range []pcommon.Map{h.outLogs()[1].Attributes(), h.outSpans()[1].Attributes()} {
+		id := str(attrs, golden.EventID)
+		_, ok := golden.ParseEventHash(id)
+		assert.True(t, ok)
+		assert.NotEqual(t, victim, id, "a record never takes another's event.id")
+		for _, name := range []string{golden.CausalParents, golden.CausalRules, golden.StitchDetached, golden.StitchAsyncOf} {
+			_, present := attrs.Get(name)
+			assert.False(t, present, name)
+		}
+	}
+	assert.Equal(t, int64(10), h.counter("processor_reqidstitch_identity_removed"), "five attributes on each of two records")
 }

@@ -137,7 +137,7 @@ func TestRetryAndFallbackRules(t *testing.T) {
 }
 
 func TestRulesAreIdempotentAcrossTiers(t *testing.T) {
-	h := newHarness(t, nil)
+	h := newHarness(t, trustUpstream)
 	h.consumeTraces(tracesOf(rootA))
 	h.consumeLogs(logsOf(rec{service: "cache", trace: traceID(1), at: t0, name: "miss", attrs: staged(reqA, "cache/miss", nil)}))
 	fwd := rec{service: "model", trace: traceID(1), span: spanID(9), parent: spanID(1), at: t0.Add(time.Millisecond), end: t0.Add(time.Second), attrs: staged(reqA, "model/forward", nil)}

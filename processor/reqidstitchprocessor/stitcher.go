@@ -136,8 +136,26 @@ func reqIDOf(attrs pcommon.Map) (id string, present bool) {
 	return v.Str(), true
 }
 
+// identityAttrs make a record's place in the graph: its event and the edges
+// into it. Set by a client, they could rewrite another request's event or
+// add edges to it.
+var identityAttrs = []string{golden.EventID, golden.CausalParents, golden.CausalRules, golden.StitchDetached, golden.StitchAsyncOf}
+
+// admit removes from an arriving record the identity attributes it carries,
+// unless they come from a trusted tier: this collector computes its own.
+func (s *stitcher) admit(attrs pcommon.Map) {
+	if s.cfg.TrustUpstreamIdentity {
+		return
+	}
+	for _, name := range identityAttrs {
+		if attrs.Remove(name) {
+			s.tally.identityRemoved++
+		}
+	}
+}
+
 // ensureEventID gives the record its event.id unless it already carries a
-// well-formed one (set by another tier), and returns it.
+// well-formed one (set by a trusted tier, or on its way in), and returns it.
 func ensureEventID(attrs pcommon.Map, compute func() golden.EventHash) golden.EventHash {
 	if v, ok := attrs.Get(golden.EventID); ok && v.Type() == pcommon.ValueTypeStr {
 		if h, ok := golden.ParseEventHash(v.Str()); ok {

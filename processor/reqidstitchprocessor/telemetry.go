@@ -65,7 +65,9 @@ type tally struct {
 	ruleHits []int64 // by rule position
 	held     int64
 	detached int64
-	tracked  int64 // change in the number of tracked requests
+	// identityRemoved counts identity attributes taken from arriving records.
+	identityRemoved int64
+	tracked         int64 // change in the number of tracked requests
 }
 
 // telemetry is the TelemetryBuilder with every attribute set built once.
@@ -124,6 +126,7 @@ func (t *telemetry) flush(ctx context.Context, c *tally) {
 	}
 	add(t.ProcessorReqidstitchRecordsHeld, &c.held)
 	add(t.ProcessorReqidstitchRecordsDetached, &c.detached)
+	add(t.ProcessorReqidstitchIdentityRemoved, &c.identityRemoved)
 	if c.tracked != 0 {
 		t.ProcessorReqidstitchTrackedRequests.Add(ctx, c.tracked)
 		c.tracked = 0

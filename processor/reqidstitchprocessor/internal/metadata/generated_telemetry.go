@@ -28,6 +28,7 @@ type TelemetryBuilder struct {
 	registrations                       []metric.Registration
 	ProcessorReqidstitchEvicted         metric.Int64Counter
 	ProcessorReqidstitchHoldReleased    metric.Int64Counter
+	ProcessorReqidstitchIdentityRemoved metric.Int64Counter
 	ProcessorReqidstitchRecordsDetached metric.Int64Counter
 	ProcessorReqidstitchRecordsFilled   metric.Int64Counter
 	ProcessorReqidstitchRecordsHeld     metric.Int64Counter
@@ -74,6 +75,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_processor_reqidstitch_hold_released",
 		metric.WithDescription("Held records that left the hold, by outcome (bound and filled, expired or pushed out by the hold's bounds and passed on as they were, flushed at shutdown). [Development]"),
 		metric.WithUnit("{record}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorReqidstitchIdentityRemoved, err = builder.meter.Int64Counter(
+		"otelcol_processor_reqidstitch_identity_removed",
+		metric.WithDescription("Identity attributes that arriving records carried (event.id, causal.parents, causal.rules, stitch.detached, stitch.async_of) and that were removed, because trust_upstream_identity is off; this collector computes its own. [Development]"),
+		metric.WithUnit("{attribute}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ProcessorReqidstitchRecordsDetached, err = builder.meter.Int64Counter(

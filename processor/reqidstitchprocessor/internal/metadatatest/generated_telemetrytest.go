@@ -53,6 +53,22 @@ func AssertEqualProcessorReqidstitchHoldReleased(t *testing.T, tt *componenttest
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
+func AssertEqualProcessorReqidstitchIdentityRemoved(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_processor_reqidstitch_identity_removed",
+		Description: "Identity attributes that arriving records carried (event.id, causal.parents, causal.rules, stitch.detached, stitch.async_of) and that were removed, because trust_upstream_identity is off; this collector computes its own. [Development]",
+		Unit:        "{attribute}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_processor_reqidstitch_identity_removed")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualProcessorReqidstitchRecordsDetached(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_processor_reqidstitch_records_detached",

@@ -21,6 +21,7 @@ func TestSetupTelemetry(t *testing.T) {
 	defer tb.Shutdown()
 	tb.ProcessorReqidstitchEvicted.Add(context.Background(), 1)
 	tb.ProcessorReqidstitchHoldReleased.Add(context.Background(), 1)
+	tb.ProcessorReqidstitchIdentityRemoved.Add(context.Background(), 1)
 	tb.ProcessorReqidstitchRecordsDetached.Add(context.Background(), 1)
 	tb.ProcessorReqidstitchRecordsFilled.Add(context.Background(), 1)
 	tb.ProcessorReqidstitchRecordsHeld.Add(context.Background(), 1)
@@ -30,6 +31,9 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorReqidstitchHoldReleased(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualProcessorReqidstitchIdentityRemoved(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorReqidstitchRecordsDetached(t, testTel,
