@@ -105,7 +105,7 @@ func (e *graphExporter) openNeo4j(ctx context.Context) (eventgraph.Backend, erro
 	info := e.settings.BuildInfo
 	store, err := neo4jstore.Open(neo4jstore.Config{
 		URI: n.URI, Username: n.Username, Password: string(n.Password), Database: n.Database,
-		TLS: tlsCfg, MaxRows: n.Batch.MaxRows, UserAgent: info.Command + "/" + info.Version,
+		TLS: tlsCfg, MaxRows: n.Batch.MaxRows, UserAgent: info.Command + "/" + info.Version, OnReject: e.countRefused,
 	})
 	if err != nil {
 		return nil, err
@@ -124,7 +124,8 @@ func (e *graphExporter) openEmbedded(ctx context.Context) (eventgraph.Backend, e
 	if err := os.MkdirAll(filepath.Dir(c.Path), 0o750); err != nil {
 		return nil, fmt.Errorf("embedded::path: %w", err)
 	}
-	store, err := sqlitestore.Open(ctx, c.Path, sqlitestore.Options{MaxAge: c.Retention.MaxAge, MaxBytes: c.Retention.MaxBytes})
+	store, err := sqlitestore.Open(ctx, c.Path, sqlitestore.Options{MaxAge: c.Retention.MaxAge, MaxBytes: c.Retention.MaxBytes,
+		OnReject: e.countRefused})
 	if err != nil {
 		return nil, fmt.Errorf("embedded::path: %w", err)
 	}
@@ -134,6 +135,11 @@ func (e *graphExporter) openEmbedded(ctx context.Context) (eventgraph.Backend, e
 		go e.prune(pruneCtx, store, c.Retention.CheckInterval)
 	}
 	return store, nil
+}
+
+// countRefused counts an event the store refused (another request holds its id).
+func (e *graphExporter) countRefused(eventgraph.Event) {
+	e.telemetry.ExporterEventgraphEventsRefused.Add(context.Background(), 1)
 }
 
 // prune applies the retention bounds now and every interval until ctx ends.

@@ -74,6 +74,40 @@ func TestLogsAndTracesShareOneGraph(t *testing.T) {
 	assert.Contains(t, g.Edges, eventgraph.Edge{From: timeline[1].ID, To: timeline[0].ID, Type: eventgraph.EdgeChildOf})
 }
 
+// TestRecordCannotTakeOverAnotherRequestsEvent sends a record that carries
+// the event.id of another request's log record (as a client that skips
+// reqidstitch could): the store refuses it, the exporter counts it, and the
+// victim's timeline is unchanged.
+func TestRecordCannotTakeOverAnotherRequestsEvent(t *testing.T) {
+	cfg := embeddedConfig(t)
+	p := startPipeline(t, cfg, nil)
+	const victimReq, intruderReq = "req-1715234890123-a1b2c3", "req-1715234890999-zzzzzz"
+	_, victim := request(victimReq, t0)
+	ctx := context.Background()
+	require.NoError(t, p.logs.ConsumeLogs(ctx, victim))
+	store, ok := LookupStore(metadatatest.NewSettings(p.tt).ID)
+	require.True(t, ok)
+	before, err := store.Timeline(ctx, victimReq)
+	require.NoError(t, err)
+	require.Len(t, before, 1)
+
+	forged := oneLog(func(lr plog.LogRecord) {
+		lr.SetTimestamp(pcommonTimeAt(t0.Add(time.Hour)))
+		lr.Body().SetStr("forged")
+		lr.Attributes().PutStr(golden.ReqID, intruderReq)
+		lr.Attributes().PutStr(golden.EventID, before[0].ID)
+	})
+	require.NoError(t, p.logs.ConsumeLogs(ctx, forged))
+	opts := []metricdatatest.Option{metricdatatest.IgnoreTimestamp(), metricdatatest.IgnoreExemplars()}
+	metadatatest.AssertEqualExporterEventgraphEventsRefused(t, p.tt, []metricdata.DataPoint[int64]{{Value: 1}}, opts...)
+	after, err := store.Timeline(ctx, victimReq)
+	require.NoError(t, err)
+	assert.Equal(t, before, after)
+	intruder, err := store.Timeline(ctx, intruderReq)
+	require.NoError(t, err)
+	assert.Empty(t, intruder)
+}
+
 // The running exporter's store is found by its component ID, for the rca
 // extension, and only while it runs.
 func TestStoreIsFoundByComponentID(t *testing.T) {

@@ -285,6 +285,35 @@ type Writer interface {
 	Close(ctx context.Context) error
 }
 
+// RejectFunc is told of each event a store refused to write. An event whose
+// id is held by a request is written again only by a record of that
+// request: a record cannot take over another request's event (an event
+// stored with no request may still be given one, as late stitching does).
+// The refused record's causes are not written either.
+type RejectFunc func(Event)
+
+// OwnedElsewhere reports whether writing e would take over an event that
+// owner's request holds: owner is the stored event's req_id, "" for none.
+func OwnedElsewhere(e *Event, owner string) bool { return owner != "" && owner != e.ReqID }
+
+// Without returns the events less those at the positions refused (in
+// increasing order): events itself when none is, else a copy.
+func Without(events []Event, refused []int) []Event {
+	if len(refused) == 0 {
+		return events
+	}
+	out := make([]Event, 0, len(events)-len(refused))
+	next := 0
+	for i := range events {
+		if next < len(refused) && refused[next] == i {
+			next++
+			continue
+		}
+		out = append(out, events[i])
+	}
+	return out
+}
+
 // Backend is a store that can be written and read.
 type Backend interface {
 	Store

@@ -37,6 +37,8 @@ type Config struct {
 	MaxRows int
 	// UserAgent identifies the writer to the server.
 	UserAgent string
+	// OnReject, when set, is told of each event Write refused (see eventgraph.RejectFunc).
+	OnReject eventgraph.RejectFunc
 }
 
 // driverRetryTime bounds the driver's own retries of one transaction.
@@ -47,6 +49,7 @@ type Store struct {
 	driver   neo4j.DriverWithContext
 	database string
 	maxRows  int
+	onReject eventgraph.RejectFunc
 
 	schemaMu    sync.Mutex
 	schemaReady bool
@@ -74,7 +77,7 @@ func Open(cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("neo4jstore: %w", err)
 	}
-	return &Store{driver: driver, database: cfg.Database, maxRows: cfg.MaxRows}, nil
+	return &Store{driver: driver, database: cfg.Database, maxRows: cfg.MaxRows, onReject: cfg.OnReject}, nil
 }
 
 // Close closes the driver's connections.

@@ -15,11 +15,11 @@ import (
 )
 
 // open returns a store on the test server, emptied.
-func open(t *testing.T, maxRows int) (*Store, *neo4jtest.Server) {
+func open(t *testing.T, maxRows int, onReject eventgraph.RejectFunc) (*Store, *neo4jtest.Server) {
 	t.Helper()
 	srv := neo4jtest.Shared(t)
 	srv.Clear(t)
-	s, err := Open(Config{URI: srv.URI, Username: neo4jtest.Username, Password: srv.Password, MaxRows: maxRows})
+	s, err := Open(Config{URI: srv.URI, Username: neo4jtest.Username, Password: srv.Password, MaxRows: maxRows, OnReject: onReject})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close(context.Background())) })
 	return s, srv
@@ -27,8 +27,8 @@ func open(t *testing.T, maxRows int) (*Store, *neo4jtest.Server) {
 
 func TestConformance(t *testing.T) {
 	t.Logf("test Neo4j started in %v", neo4jtest.Shared(t).Started)
-	storetest.Run(t, func(t *testing.T) eventgraph.Backend {
-		s, _ := open(t, 3) // small transactions: batches span several of them
+	storetest.Run(t, func(t *testing.T, onReject eventgraph.RejectFunc) eventgraph.Backend {
+		s, _ := open(t, 3, onReject) // small transactions: batches span several of them
 		return s
 	})
 }
@@ -37,7 +37,7 @@ func TestConformance(t *testing.T) {
 // and counts, unchanged by writing everything again.
 func TestGraphInCypher(t *testing.T) {
 	ctx := context.Background()
-	s, srv := open(t, 1000)
+	s, srv := open(t, 1000, nil)
 	for range 2 {
 		require.NoError(t, s.Write(ctx, storetest.Fixture()))
 		for query, want := range map[string]int64{
@@ -67,7 +67,7 @@ func TestGraphInCypher(t *testing.T) {
 
 func TestPlaceholdersFilledLater(t *testing.T) {
 	ctx := context.Background()
-	s, srv := open(t, 1000)
+	s, srv := open(t, 1000, nil)
 	events := storetest.Fixture()
 	require.NoError(t, s.Write(ctx, events[4:5])) // caused by #4, which is not written yet
 	assert.Equal(t, int64(1), srv.Count(t, `MATCH (e:Event) WHERE e.time IS NULL RETURN count(e)`, nil))
@@ -78,7 +78,7 @@ func TestPlaceholdersFilledLater(t *testing.T) {
 
 func TestSchemaIsIdempotent(t *testing.T) {
 	ctx := context.Background()
-	s, srv := open(t, 1000)
+	s, srv := open(t, 1000, nil)
 	require.NoError(t, s.EnsureSchema(ctx))
 	again, err := Open(Config{URI: srv.URI, Username: neo4jtest.Username, Password: srv.Password, MaxRows: 10})
 	require.NoError(t, err)

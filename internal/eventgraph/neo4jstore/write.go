@@ -89,16 +89,64 @@ func (s *Store) Write(ctx context.Context, events []eventgraph.Event) error {
 	defer func() { _ = session.Close(ctx) }()
 	for start := 0; start < len(events); start += s.maxRows {
 		chunk := events[start:min(start+s.maxRows, len(events))]
-		if _, err := session.ExecuteWrite(ctx, func(tx neo4j.ManagedTransaction) (any, error) {
-			return nil, writeChunk(ctx, tx, chunk)
-		}); err != nil {
+		refused, err := session.ExecuteWrite(ctx, func(tx neo4j.ManagedTransaction) (any, error) {
+			return writeChunk(ctx, tx, chunk)
+		})
+		if err != nil {
 			return classify(fmt.Errorf("neo4jstore: write: %w", err))
+		}
+		if s.onReject != nil {
+			for _, i := range refused.([]int) {
+				s.onReject(chunk[i])
+			}
 		}
 	}
 	return nil
 }
 
-func writeChunk(ctx context.Context, tx neo4j.ManagedTransaction, events []eventgraph.Event) error {
+// readOwners returns the req_id of the events among ids that a request holds.
+const readOwners = `UNWIND $ids AS id
+MATCH (e:Event {event_id: id}) WHERE e.req_id IS NOT NULL
+RETURN e.event_id, e.req_id`
+
+// refuseOwnedElsewhere returns the positions of the events that would take
+// over an event another request holds, in the store or earlier in the batch.
+func refuseOwnedElsewhere(ctx context.Context, tx neo4j.ManagedTransaction, events []eventgraph.Event) (refused []int, err error) {
+	ids := make([]any, len(events))
+	for i := range events {
+		ids[i] = events[i].ID
+	}
+	res, err := tx.Run(ctx, readOwners, map[string]any{"ids": ids})
+	if err != nil {
+		return nil, err
+	}
+	records, err := res.Collect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	owners := make(map[string]string, len(records))
+	for _, r := range records {
+		owners[str(r.Values[0])] = str(r.Values[1])
+	}
+	for i := range events {
+		e := &events[i]
+		if eventgraph.OwnedElsewhere(e, owners[e.ID]) {
+			refused = append(refused, i)
+		} else if owners[e.ID] == "" {
+			owners[e.ID] = e.ReqID
+		}
+	}
+	return refused, nil
+}
+
+// writeChunk writes the events that no other request holds, and returns the
+// positions of the others.
+func writeChunk(ctx context.Context, tx neo4j.ManagedTransaction, chunk []eventgraph.Event) ([]int, error) {
+	refused, err := refuseOwnedElsewhere(ctx, tx, chunk)
+	if err != nil {
+		return nil, err
+	}
+	events := eventgraph.Without(chunk, refused)
 	rows := make([]any, len(events))
 	var parents, children, inRequest []any
 	for i := range events {
@@ -135,13 +183,13 @@ func writeChunk(ctx context.Context, tx neo4j.ManagedTransaction, events []event
 		}
 		res, err := tx.Run(ctx, stmt.query, map[string]any{"rows": stmt.rows})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if _, err := res.Consume(ctx); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return nil
+	return refused, nil
 }
 
 // Event node properties besides the attributes (which keep their dotted names).

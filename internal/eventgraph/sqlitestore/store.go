@@ -28,6 +28,8 @@ type Options struct {
 	MaxAge time.Duration
 	// MaxBytes: Prune deletes the oldest events until the file's used pages fit in it.
 	MaxBytes int64
+	// OnReject, when set, is told of each event Write refused (see eventgraph.RejectFunc).
+	OnReject eventgraph.RejectFunc
 }
 
 // maxReadConns bounds the file's connections: a writer and readers.

@@ -23,7 +23,9 @@ func open(t *testing.T, opts Options) *Store {
 }
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) eventgraph.Backend { return open(t, Options{}) })
+	storetest.Run(t, func(t *testing.T, onReject eventgraph.RejectFunc) eventgraph.Backend {
+		return open(t, Options{OnReject: onReject})
+	})
 }
 
 func TestOpenRejectsURIPaths(t *testing.T) {

@@ -15,6 +15,9 @@ import (
 // An event written again (a retry, a replay, the same record enriched) is
 // merged into the stored one as Neo4j's SET += merges properties: values it
 // has replace, values it lacks are kept, and attributes are merged key by key.
+// A record of another request (or of none) never merges into an event that a
+// request holds (eventgraph.OwnedElsewhere): the update is skipped, and Write
+// sees no row changed.
 const upsertEvent = `
 INSERT INTO events (event_id, kind, time_ns, end_ns, req_id, stage, model_ver, input_hash, service, host, gpu,
 	severity_number, severity_text, status, failed, name, message, trace_id, span_id, parent_span_id,
@@ -46,7 +49,8 @@ ON CONFLICT (event_id) DO UPDATE SET
 	attrs = CASE WHEN attrs IS NULL OR excluded.attrs IS NULL THEN coalesce(excluded.attrs, attrs)
 		ELSE json_patch(attrs, excluded.attrs) END,
 	dims = coalesce(excluded.dims, dims),
-	adjusted_count = coalesce(excluded.adjusted_count, adjusted_count)`
+	adjusted_count = coalesce(excluded.adjusted_count, adjusted_count)
+WHERE events.req_id IS NULL OR events.req_id = excluded.req_id`
 
 const insertCause = `INSERT INTO caused (effect_id, cause_id, type, rule) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`
 
@@ -67,45 +71,58 @@ func (s *Store) Write(ctx context.Context, events []eventgraph.Event) error {
 		return fmt.Errorf("sqlitestore: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }() // a no-op after Commit
-	if err := writeEvents(ctx, tx, events); err != nil {
+	refused, err := writeEvents(ctx, tx, events)
+	if err != nil {
 		return err
 	}
-	if err := writeRequests(ctx, tx, eventgraph.Requests(events)); err != nil {
+	if err := writeRequests(ctx, tx, eventgraph.Requests(eventgraph.Without(events, refused))); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("sqlitestore: commit: %w", err)
 	}
+	if s.opts.OnReject != nil {
+		for _, i := range refused {
+			s.opts.OnReject(events[i])
+		}
+	}
 	return nil
 }
 
-func writeEvents(ctx context.Context, tx *sql.Tx, events []eventgraph.Event) error {
+// writeEvents upserts the events and their causes, and returns the
+// positions of those the upsert refused (another request holds their id).
+func writeEvents(ctx context.Context, tx *sql.Tx, events []eventgraph.Event) (refused []int, err error) {
 	event, err := tx.PrepareContext(ctx, upsertEvent)
 	if err != nil {
-		return fmt.Errorf("sqlitestore: prepare: %w", err)
+		return nil, fmt.Errorf("sqlitestore: prepare: %w", err)
 	}
 	defer func() { _ = event.Close() }()
 	cause, err := tx.PrepareContext(ctx, insertCause)
 	if err != nil {
-		return fmt.Errorf("sqlitestore: prepare: %w", err)
+		return nil, fmt.Errorf("sqlitestore: prepare: %w", err)
 	}
 	defer func() { _ = cause.Close() }()
-	args := make([]any, 0, 24)
+	args := make([]any, 0, 26)
 	for i := range events {
 		e := &events[i]
 		if args, err = appendEventArgs(args[:0], e); err != nil {
-			return err
+			return nil, err
 		}
-		if _, err := event.ExecContext(ctx, args...); err != nil {
-			return fmt.Errorf("sqlitestore: write event %s: %w", e.ID, err)
+		res, err := event.ExecContext(ctx, args...)
+		if err != nil {
+			return nil, fmt.Errorf("sqlitestore: write event %s: %w", e.ID, err)
+		}
+		if changed, err := res.RowsAffected(); err == nil && changed == 0 {
+			refused = append(refused, i)
+			continue
 		}
 		for _, c := range e.Causes {
 			if _, err := cause.ExecContext(ctx, e.ID, c.EventID, c.Type, c.Rule); err != nil {
-				return fmt.Errorf("sqlitestore: write cause of %s: %w", e.ID, err)
+				return nil, fmt.Errorf("sqlitestore: write cause of %s: %w", e.ID, err)
 			}
 		}
 	}
-	return nil
+	return refused, nil
 }
 
 // appendEventArgs appends the event's row, in the order of upsertEvent's columns.

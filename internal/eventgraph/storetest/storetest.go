@@ -95,8 +95,9 @@ func FixtureEdges() []eventgraph.Edge {
 	}
 }
 
-// Opener returns an empty store for one test.
-type Opener func(t *testing.T) eventgraph.Backend
+// Opener returns an empty store for one test, which tells onReject (when
+// not nil) of the events it refuses to write.
+type Opener func(t *testing.T, onReject eventgraph.RejectFunc) eventgraph.Backend
 
 // Run runs the conformance suite. Subtests run one after the other: a
 // backend may share one database between them, emptied by open.
@@ -116,7 +117,39 @@ func Run(t *testing.T, open Opener) {
 		{"HostileStrings", testHostileStrings},
 		{"NotFound", testNotFound},
 	} {
-		t.Run(tc.name, func(t *testing.T) { tc.run(t, open(t)) })
+		t.Run(tc.name, func(t *testing.T) { tc.run(t, open(t, nil)) })
+	}
+	t.Run("NoTakeOver", func(t *testing.T) { testNoTakeOver(t, open) })
+}
+
+// testNoTakeOver writes records that carry the id of another request's
+// event, with and without a req_id of their own and with a cause: the
+// store refuses them, tells of each, and the graph is the fixture's.
+func testNoTakeOver(t *testing.T, open Opener) {
+	ctx := context.Background()
+	var refused []string
+	s := open(t, func(e eventgraph.Event) { refused = append(refused, e.ReqID+"/"+e.Message) })
+	write(t, s, Fixture()...)
+	victim := Fixture()[4]
+	forged := eventgraph.Event{ID: victim.ID, Kind: eventgraph.KindLog, Time: victim.Time.Add(time.Hour), ReqID: ReqHealthy,
+		Service: "intruder", Message: "forged", Causes: []eventgraph.Cause{{EventID: ID(12), Type: "caused", Rule: "forged"}}}
+	anonymous := forged
+	anonymous.ReqID, anonymous.Message = "", "anonymous"
+	// In one batch, the first request to name a new id holds it.
+	first := eventgraph.Event{ID: ID(40), Kind: eventgraph.KindLog, Time: T0.Add(time.Hour), ReqID: "req-first", Message: "first"}
+	second := first
+	second.ReqID, second.Message = "req-second", "second"
+	write(t, s, forged, anonymous, first, second)
+	assert.Equal(t, []string{ReqHealthy + "/forged", "/anonymous", "req-second/second"}, refused)
+
+	assertTimelines(t, s, "req-second")
+	requests, err := s.Requests(ctx, T0, T0.Add(2*time.Hour), false)
+	require.NoError(t, err)
+	assert.Len(t, requests, 2, "the healthy request and req-first; the refused records make no request")
+	g, err := s.Neighbourhood(ctx, victim.ID, 1)
+	require.NoError(t, err)
+	for _, e := range g.Edges {
+		assert.NotEqual(t, "forged", e.Rule, "a refused record's causes are not written")
 	}
 }
 
@@ -137,14 +170,21 @@ func eventsOf(events []eventgraph.Event, reqID string) []eventgraph.Event {
 }
 
 func testTimeline(t *testing.T, s eventgraph.Backend) {
-	ctx := context.Background()
 	write(t, s, Fixture()...)
+	assertTimelines(t, s, "req-unknown")
+}
+
+// assertTimelines checks that the store holds the fixture's requests as
+// written, and nothing of the request absent.
+func assertTimelines(t *testing.T, s eventgraph.Store, absent string) {
+	t.Helper()
+	ctx := context.Background()
 	for _, req := range []string{ReqFailing, ReqHealthy} {
 		got, err := s.Timeline(ctx, req)
 		require.NoError(t, err)
 		assert.Equal(t, eventsOf(Fixture(), req), got, req)
 	}
-	got, err := s.Timeline(ctx, "req-unknown")
+	got, err := s.Timeline(ctx, absent)
 	require.NoError(t, err)
 	assert.Empty(t, got)
 }

@@ -29,6 +29,7 @@ type TelemetryBuilder struct {
 	ExporterEventgraphEdgesWritten        metric.Int64Counter
 	ExporterEventgraphEventIdsComputed    metric.Int64Counter
 	ExporterEventgraphEventsPruned        metric.Int64Counter
+	ExporterEventgraphEventsRefused       metric.Int64Counter
 	ExporterEventgraphEventsWritten       metric.Int64Counter
 	ExporterEventgraphPropertiesSanitized metric.Int64Counter
 	ExporterEventgraphPropertiesTruncated metric.Int64Counter
@@ -83,9 +84,15 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		metric.WithUnit("{event}"),
 	)
 	errs = errors.Join(errs, err)
+	builder.ExporterEventgraphEventsRefused, err = builder.meter.Int64Counter(
+		"otelcol_exporter_eventgraph_events_refused",
+		metric.WithDescription("Events the store refused to write because their event.id belongs to an event of another request (a record cannot take over another request's event); their causes are not written either. [Development]"),
+		metric.WithUnit("{event}"),
+	)
+	errs = errors.Join(errs, err)
 	builder.ExporterEventgraphEventsWritten, err = builder.meter.Int64Counter(
 		"otelcol_exporter_eventgraph_events_written",
-		metric.WithDescription("Events upserted into the graph (a re-sent record counts again; the graph does not change). [Development]"),
+		metric.WithDescription("Events handed to the store (a re-sent record counts again, the graph does not change; those the store refused also count in exporter_eventgraph_events_refused). [Development]"),
 		metric.WithUnit("{event}"),
 	)
 	errs = errors.Join(errs, err)

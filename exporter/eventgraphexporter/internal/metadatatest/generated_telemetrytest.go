@@ -69,10 +69,26 @@ func AssertEqualExporterEventgraphEventsPruned(t *testing.T, tt *componenttest.T
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
+func AssertEqualExporterEventgraphEventsRefused(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_exporter_eventgraph_events_refused",
+		Description: "Events the store refused to write because their event.id belongs to an event of another request (a record cannot take over another request's event); their causes are not written either. [Development]",
+		Unit:        "{event}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_exporter_eventgraph_events_refused")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualExporterEventgraphEventsWritten(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_exporter_eventgraph_events_written",
-		Description: "Events upserted into the graph (a re-sent record counts again; the graph does not change). [Development]",
+		Description: "Events handed to the store (a re-sent record counts again, the graph does not change; those the store refused also count in exporter_eventgraph_events_refused). [Development]",
 		Unit:        "{event}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,

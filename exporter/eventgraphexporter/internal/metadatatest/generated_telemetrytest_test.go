@@ -22,6 +22,7 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ExporterEventgraphEdgesWritten.Add(context.Background(), 1)
 	tb.ExporterEventgraphEventIdsComputed.Add(context.Background(), 1)
 	tb.ExporterEventgraphEventsPruned.Add(context.Background(), 1)
+	tb.ExporterEventgraphEventsRefused.Add(context.Background(), 1)
 	tb.ExporterEventgraphEventsWritten.Add(context.Background(), 1)
 	tb.ExporterEventgraphPropertiesSanitized.Add(context.Background(), 1)
 	tb.ExporterEventgraphPropertiesTruncated.Add(context.Background(), 1)
@@ -34,6 +35,9 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualExporterEventgraphEventsPruned(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualExporterEventgraphEventsRefused(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualExporterEventgraphEventsWritten(t, testTel,
