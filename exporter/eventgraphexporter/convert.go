@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -58,7 +59,7 @@ func (c converter) logs(ld plog.Logs) ([]eventgraph.Event, convStats) {
 				if ts == 0 {
 					ts = lr.ObservedTimestamp()
 				}
-				e.Time = ts.AsTime()
+				e.Time = r.time(ts)
 				e.SeverityNumber = int32(lr.SeverityNumber())
 				e.SeverityText = r.text(lr.SeverityText())
 				e.Message = r.text(lr.Body().AsString())
@@ -89,8 +90,8 @@ func (c converter) traces(td ptrace.Traces) ([]eventgraph.Event, convStats) {
 				e := &r.event
 				e.Kind = eventgraph.KindSpan
 				e.ID = r.eventID(span.Attributes(), func() golden.EventHash { return golden.SpanEventHash(res, ss.Scope(), span) })
-				e.Time = span.StartTimestamp().AsTime()
-				e.End = span.EndTimestamp().AsTime()
+				e.Time = r.time(span.StartTimestamp())
+				e.End = r.time(span.EndTimestamp())
 				e.Name = r.text(span.Name())
 				status := span.Status()
 				e.Status = strings.ToLower(status.Code().String())
@@ -115,6 +116,17 @@ type record struct {
 	conv  converter
 	event eventgraph.Event
 	stats convStats
+}
+
+// time is ts as a time the stores can hold: nanoseconds since 1970 in an
+// int64. A later one (past 2262) would wrap to before 1970; it is clamped
+// to the last such time, and counted.
+func (r *record) time(ts pcommon.Timestamp) time.Time {
+	if ts > math.MaxInt64 {
+		r.stats.sanitized++
+		ts = math.MaxInt64
+	}
+	return ts.AsTime()
 }
 
 // done returns the event, adding its counts to st.

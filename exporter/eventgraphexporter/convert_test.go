@@ -178,6 +178,25 @@ func TestObservedTimeWhenTimestampUnset(t *testing.T) {
 	assert.Equal(t, t0.Add(time.Minute), events[0].Time)
 }
 
+// TestTimesPastInt64AreClamped: a timestamp past 2262 does not fit the
+// stores' int64 nanoseconds; it must not wrap to before 1970.
+func TestTimesPastInt64AreClamped(t *testing.T) {
+	far := pcommon.Timestamp(math.MaxUint64)
+	logs, st := conv.logs(oneLog(func(lr plog.LogRecord) { lr.SetTimestamp(far) }))
+	last := time.Unix(0, math.MaxInt64).UTC()
+	assert.Equal(t, last, logs[0].Time.UTC())
+	assert.Equal(t, 1, st.sanitized)
+
+	td := ptrace.NewTraces()
+	span := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans().AppendEmpty()
+	span.SetStartTimestamp(pcommon.NewTimestampFromTime(t0))
+	span.SetEndTimestamp(far)
+	spans, st := conv.traces(td)
+	assert.Equal(t, t0, spans[0].Time.UTC())
+	assert.Equal(t, last, spans[0].End.UTC())
+	assert.Equal(t, 1, st.sanitized)
+}
+
 func TestInvalidReferencesAreCounted(t *testing.T) {
 	events, st := conv.logs(oneLog(func(lr plog.LogRecord) {
 		a := lr.Attributes()

@@ -98,7 +98,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ExporterEventgraphPropertiesSanitized, err = builder.meter.Int64Counter(
 		"otelcol_exporter_eventgraph_properties_sanitized",
-		metric.WithDescription("Property values replaced by a safe form before writing (invalid UTF-8 repaired, non-finite numbers written as text). [Development]"),
+		metric.WithDescription("Property values replaced by a safe form before writing (invalid UTF-8 repaired, non-finite numbers written as text, times past 2262 clamped to the last one the stores hold). [Development]"),
 		metric.WithUnit("{property}"),
 	)
 	errs = errors.Join(errs, err)

@@ -104,7 +104,7 @@ func AssertEqualExporterEventgraphEventsWritten(t *testing.T, tt *componenttest.
 func AssertEqualExporterEventgraphPropertiesSanitized(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_exporter_eventgraph_properties_sanitized",
-		Description: "Property values replaced by a safe form before writing (invalid UTF-8 repaired, non-finite numbers written as text). [Development]",
+		Description: "Property values replaced by a safe form before writing (invalid UTF-8 repaired, non-finite numbers written as text, times past 2262 clamped to the last one the stores hold). [Development]",
 		Unit:        "{property}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
