@@ -23,7 +23,7 @@ const eventColumns = `event_id, kind, time_ns, end_ns, req_id, stage, model_ver,
 
 // Timeline returns the request's events in time order, with their causes.
 func (s *Store) Timeline(ctx context.Context, reqID string) ([]eventgraph.Event, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+eventColumns+` FROM events WHERE req_id = ? ORDER BY time_ns, event_id`, reqID)
+	rows, err := s.reader.QueryContext(ctx, `SELECT `+eventColumns+` FROM events WHERE req_id = ? ORDER BY time_ns, event_id`, reqID)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: timeline: %w", err)
 	}
@@ -36,7 +36,7 @@ func (s *Store) Timeline(ctx context.Context, reqID string) ([]eventgraph.Event,
 
 // SchemaDrifts returns the drift findings in [from, to), in time order.
 func (s *Store) SchemaDrifts(ctx context.Context, from, to time.Time) ([]eventgraph.Event, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+eventColumns+` FROM events INDEXED BY events_unrequested_by_time
+	rows, err := s.reader.QueryContext(ctx, `SELECT `+eventColumns+` FROM events INDEXED BY events_unrequested_by_time
 		WHERE req_id IS NULL AND time_ns >= ? AND time_ns < ? AND json_extract(attrs, '$."`+golden.DriftOldModelVer+`"') IS NOT NULL
 		ORDER BY time_ns, event_id`, from.UnixNano(), to.UnixNano())
 	if err != nil {
@@ -52,7 +52,7 @@ const maxIn = 500
 func (s *Store) Events(ctx context.Context, ids []string) ([]eventgraph.Event, error) {
 	var out []eventgraph.Event
 	for chunk := range chunks(ids) {
-		rows, err := s.db.QueryContext(ctx, `SELECT `+eventColumns+` FROM events WHERE event_id IN (`+placeholders(len(chunk))+`)`, chunk...)
+		rows, err := s.reader.QueryContext(ctx, `SELECT `+eventColumns+` FROM events WHERE event_id IN (`+placeholders(len(chunk))+`)`, chunk...)
 		if err != nil {
 			return nil, fmt.Errorf("sqlitestore: events: %w", err)
 		}
@@ -73,7 +73,7 @@ func (s *Store) attachCauses(ctx context.Context, events []eventgraph.Event) err
 		ids[i] = events[i].ID
 	}
 	for chunk := range chunks(ids) {
-		rows, err := s.db.QueryContext(ctx, `SELECT effect_id, cause_id, type, rule FROM caused WHERE effect_id IN (`+
+		rows, err := s.reader.QueryContext(ctx, `SELECT effect_id, cause_id, type, rule FROM caused WHERE effect_id IN (`+
 			placeholders(len(chunk))+`) ORDER BY effect_id, cause_id, type, rule`, chunk...)
 		if err != nil {
 			return fmt.Errorf("sqlitestore: causes: %w", err)
@@ -127,7 +127,7 @@ UNION ALL SELECT 'CAUSED', c.cause_id, c.effect_id, c.type, c.rule FROM caused c
 
 // Adjacent returns the edges that touch the given events (see eventgraph.Adjacency).
 func (s *Store) Adjacent(ctx context.Context, ids []string) ([]eventgraph.Edge, error) {
-	conn, err := s.db.Conn(ctx)
+	conn, err := s.reader.Conn(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -161,7 +161,7 @@ func (s *Store) Adjacent(ctx context.Context, ids []string) ([]eventgraph.Edge, 
 
 // Requests returns the requests active in [from, to) whose outcome is failed.
 func (s *Store) Requests(ctx context.Context, from, to time.Time, failed bool) ([]eventgraph.Request, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT req_id, failed, first_ns, last_ns FROM requests
+	rows, err := s.reader.QueryContext(ctx, `SELECT req_id, failed, first_ns, last_ns FROM requests
 		WHERE failed = ? AND last_ns >= ? AND first_ns < ? ORDER BY first_ns, req_id`, failed, from.UnixNano(), to.UnixNano())
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: requests: %w", err)
@@ -278,7 +278,7 @@ func sum(counts []int) int {
 // request included: an upper bound of what dimensionEvents reads.
 func (s *Store) countEvents(ctx context.Context, from, to time.Time) (int, error) {
 	var count int
-	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM events WHERE time_ns >= ? AND time_ns < ?`,
+	if err := s.reader.QueryRowContext(ctx, `SELECT count(*) FROM events WHERE time_ns >= ? AND time_ns < ?`,
 		from.UnixNano(), to.UnixNano()).Scan(&count); err != nil {
 		return 0, fmt.Errorf("sqlitestore: count events: %w", err)
 	}
@@ -287,7 +287,7 @@ func (s *Store) countEvents(ctx context.Context, from, to time.Time) (int, error
 
 // dimensionEvents appends to out the events of requests in [from, to), at most limit.
 func (s *Store) dimensionEvents(ctx context.Context, from, to time.Time, limit int, out []eventgraph.DimensionEvent) ([]eventgraph.DimensionEvent, error) {
-	rows, err := s.db.QueryContext(ctx, dimensionEventsQuery, from.UnixNano(), to.UnixNano(), limit)
+	rows, err := s.reader.QueryContext(ctx, dimensionEventsQuery, from.UnixNano(), to.UnixNano(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: dimension events: %w", err)
 	}

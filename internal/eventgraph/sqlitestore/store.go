@@ -12,7 +12,9 @@ package sqlitestore // import "github.com/loom-otel/loom/internal/eventgraph/sql
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -32,13 +34,25 @@ type Options struct {
 	OnReject eventgraph.RejectFunc
 }
 
-// maxReadConns bounds the file's connections: a writer and readers.
+// maxReadConns bounds the file's reading connections; one more writes.
 const maxReadConns = 4
+
+// Page caches, per connection and outside the Go heap: the writer's is large,
+// since random event ids make every batch touch index pages all over the
+// file; readers scan windows in time order, which the OS's file cache
+// serves about as well. The store's cache is bounded by
+// writerCacheKiB + maxReadConns*readerCacheKiB (96 MiB).
+const (
+	writerCacheKiB = 64 << 10
+	readerCacheKiB = 8 << 10
+)
 
 // Store is an embedded event graph in one SQLite file.
 type Store struct {
-	db   *sql.DB
-	opts Options
+	// db writes (one connection); reads go through reader.
+	db     *sql.DB
+	reader *sql.DB
+	opts   Options
 	// mu serializes writes and pruning: SQLite has one writer, and waiting here is cheaper than on its lock.
 	mu sync.Mutex
 }
@@ -54,20 +68,15 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if path == "" || strings.ContainsAny(path, "?#") {
 		return nil, fmt.Errorf("sqlitestore: path %q must be a file name without ? or #", path)
 	}
-	// Random event ids make every batch touch pages all over the id index: a
-	// 64 MiB page cache keeps them in memory, and checkpointing the WAL every
-	// 64 MiB instead of 4 MiB writes each page back once for many batches.
-	// NORMAL synchronous in WAL mode syncs at checkpoints, not at every commit.
-	dsn := path + "?_txlock=immediate&_busy_timeout=10000&_auto_vacuum=INCREMENTAL" +
-		"&_journal_mode=WAL&_synchronous=NORMAL&_pragma=temp_store(MEMORY)" +
-		"&_pragma=cache_size(-65536)&_pragma=wal_autocheckpoint(16384)"
-	db, err := sql.Open("sqlite", dsn)
+	// Checkpointing the WAL every 64 MiB instead of 4 MiB writes each page
+	// back once for many batches. NORMAL synchronous in WAL mode syncs at
+	// checkpoints, not at every commit.
+	dsn := path + "?_busy_timeout=10000&_auto_vacuum=INCREMENTAL&_journal_mode=WAL&_synchronous=NORMAL" +
+		"&_pragma=temp_store(MEMORY)&_pragma=wal_autocheckpoint(16384)"
+	db, err := openPool(dsn+"&_txlock=immediate", writerCacheKiB, 1)
 	if err != nil {
 		return nil, err
 	}
-	// One writer (s.mu) and a few concurrent readers.
-	db.SetMaxOpenConns(maxReadConns)
-	db.SetMaxIdleConns(maxReadConns)
 	if _, err := db.ExecContext(ctx, schema); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("sqlitestore: create schema in %s: %w", path, err)
@@ -76,11 +85,26 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("sqlitestore: upgrade schema in %s: %w", path, err)
 	}
-	return &Store{db: db, opts: opts}, nil
+	reader, err := openPool(dsn+"&_pragma=query_only(1)", readerCacheKiB, maxReadConns)
+	if err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return &Store{db: db, reader: reader, opts: opts}, nil
+}
+
+func openPool(dsn string, cacheKiB, conns int) (*sql.DB, error) {
+	db, err := sql.Open("sqlite", dsn+"&_pragma=cache_size(-"+strconv.Itoa(cacheKiB)+")")
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(conns)
+	db.SetMaxIdleConns(conns)
+	return db, nil
 }
 
 // Close closes the file.
-func (s *Store) Close(context.Context) error { return s.db.Close() }
+func (s *Store) Close(context.Context) error { return errors.Join(s.reader.Close(), s.db.Close()) }
 
 // DB is the underlying database, for tests and tools that inspect the file.
 func (s *Store) DB() *sql.DB { return s.db }

@@ -153,3 +153,18 @@ func TestOpenUpgradesAFileWithoutRankedColumns(t *testing.T) {
 	require.NoError(t, s.DB().QueryRowContext(ctx, `SELECT count(*) FROM events WHERE json_extract(attrs, '$."eventgraph.dims"') IS NOT NULL`).Scan(&inAttrs))
 	assert.Equal(t, 1, inAttrs, "new events keep their dimensions in the column only")
 }
+
+// TestPageCachesAreBounded: the page caches live outside the Go heap, one
+// per connection; only the writer's is large, and readers cannot write.
+func TestPageCachesAreBounded(t *testing.T) {
+	s := open(t, Options{})
+	var writer, reader int
+	require.NoError(t, s.db.QueryRow(`PRAGMA cache_size`).Scan(&writer))
+	require.NoError(t, s.reader.QueryRow(`PRAGMA cache_size`).Scan(&reader))
+	assert.Equal(t, -writerCacheKiB, writer)
+	assert.Equal(t, -readerCacheKiB, reader)
+	assert.Equal(t, maxReadConns, s.reader.Stats().MaxOpenConnections)
+	assert.Equal(t, 1, s.db.Stats().MaxOpenConnections)
+	_, err := s.reader.Exec(`DELETE FROM events`)
+	assert.Error(t, err, "readers are query-only")
+}
