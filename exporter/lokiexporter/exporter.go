@@ -35,6 +35,7 @@ type lokiExporter struct {
 	conv      *converter
 	encoders  sync.Pool
 	client    *http.Client
+	conns     *connTracker
 }
 
 func newExporter(cfg *Config, set exporter.Settings) (*lokiExporter, error) {
@@ -65,12 +66,13 @@ func (e *lokiExporter) start(ctx context.Context, host component.Host) error {
 		return err
 	}
 	e.client = client
+	e.conns = newConnTracker()
 	return nil
 }
 
 func (e *lokiExporter) shutdown(context.Context) error {
-	if e.client != nil {
-		e.client.CloseIdleConnections()
+	if e.conns != nil {
+		e.conns.closeAll()
 	}
 	e.telemetry.Shutdown()
 	return nil
@@ -120,7 +122,7 @@ func (e *lokiExporter) send(ctx context.Context, tenantID string, streams []*str
 	if err != nil {
 		return consumererror.NewPermanent(fmt.Errorf("encode push: %w", err))
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.url, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(e.conns.trace(ctx), http.MethodPost, e.url, bytes.NewReader(body))
 	if err != nil {
 		return consumererror.NewPermanent(err)
 	}
