@@ -34,6 +34,9 @@ type Config struct {
 	StructuredMetadata StructuredMetadataConfig `mapstructure:"structured_metadata"`
 	Line               LineConfig               `mapstructure:"line"`
 	Tenant             tenant.Config            `mapstructure:"tenant"`
+	// MaxConcurrentPushes bounds the pushes of one batch in flight at once: a
+	// batch makes one push per tenant, and may hold many tenants.
+	MaxConcurrentPushes int `mapstructure:"max_concurrent_pushes"`
 
 	_ struct{}
 }
@@ -126,6 +129,9 @@ func (c *Config) Validate() error {
 		}
 	}
 	errs = append(errs, c.Line.validate()...)
+	if c.MaxConcurrentPushes <= 0 {
+		errs = append(errs, fmt.Errorf("max_concurrent_pushes: %d must be positive, e.g. 4", c.MaxConcurrentPushes))
+	}
 	return errors.Join(errs...)
 }
 

@@ -59,6 +59,7 @@ func TestLoadConfig(t *testing.T) {
 	want.StructuredMetadata.Attributes = []string{"http.route"}
 	want.Line = LineConfig{Format: LineFormatLogfmt, Attributes: []string{"error.type"}, MaxSize: 65536, OnTooLong: OnTooLongDrop}
 	want.Tenant = tenant.Config{FromAttribute: "tenant_id", Default: "shared"}
+	want.MaxConcurrentPushes = 8
 	storage := component.MustNewIDWithName("file_storage", "loki")
 	want.QueueConfig.Get().StorageID = &storage
 	want.QueueConfig.Get().QueueSize = 5000
@@ -88,6 +89,7 @@ func TestValidateNamesKeyAndFix(t *testing.T) {
 			`line::format: "yaml" is not supported`,
 			`line::max_size: 10 is below 1024 bytes`,
 			`line::on_too_long: "wrap" is not supported`,
+			`max_concurrent_pushes: 0 must be positive`,
 			`"a/b" is not a valid tenant id`,
 		},
 	} {

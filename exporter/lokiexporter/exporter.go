@@ -78,7 +78,7 @@ func (e *lokiExporter) shutdown(context.Context) error {
 	return nil
 }
 
-// pushLogs sends one push per tenant, concurrently; when only some tenants fail retryably,
+// pushLogs sends one push per tenant, up to max_concurrent_pushes at once; when only some tenants fail retryably,
 // only their records are retried.
 func (e *lokiExporter) pushLogs(ctx context.Context, ld plog.Logs) error {
 	if e.client == nil {
@@ -86,7 +86,7 @@ func (e *lokiExporter) pushLogs(ctx context.Context, ld plog.Logs) error {
 	}
 	byTenant, stats := e.conv.convert(ld, time.Now())
 	e.record(ctx, stats)
-	sends := tenant.Send(slices.Sorted(maps.Keys(byTenant)), func(id string) error {
+	sends := tenant.Send(slices.Sorted(maps.Keys(byTenant)), e.cfg.MaxConcurrentPushes, func(id string) error {
 		return e.send(ctx, id, byTenant[id].sorted())
 	})
 	return sends.Err(e.settings.Logger, func(err error, failed map[string]bool) error {

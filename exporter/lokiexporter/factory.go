@@ -39,6 +39,8 @@ func createDefaultConfig() component.Config {
 		Encoding:     EncodingProtobuf,
 		Labels:       LabelsConfig{MaxValuesPerLabel: 100, CardinalityWindow: time.Hour},
 		Line:         LineConfig{Format: LineFormatJSON, MaxSize: 256 << 10, OnTooLong: OnTooLongTruncate},
+		// With sending_queue::num_consumers (10) batches in flight, at most 40 pushes.
+		MaxConcurrentPushes: 4,
 	}
 }
 

@@ -115,8 +115,9 @@ func withTenant(headers configopaque.MapList, tenantID string) configopaque.MapL
 }
 
 // pushTraces promotes the golden fields onto spans, then sends each tenant's
-// spans through its client, concurrently; when only some tenants fail retryably, only their
-// spans are retried.
+// spans through its client, at most tenant::max_clients at once (more would
+// evict clients still in use); when only some tenants fail retryably, only
+// their spans are retried.
 func (e *tempoExporter) pushTraces(ctx context.Context, td ptrace.Traces) error {
 	if e.clients == nil {
 		return errNotStarted
@@ -128,7 +129,7 @@ func (e *tempoExporter) pushTraces(ctx context.Context, td ptrace.Traces) error 
 	if dropped > 0 {
 		e.telemetry.ExporterTempoSpansDropped.Add(ctx, dropped, metric.WithAttributes(attribute.String("drop_reason", "invalid_tenant")))
 	}
-	sends := tenant.Send(slices.Sorted(maps.Keys(byTenant)), func(id string) error {
+	sends := tenant.Send(slices.Sorted(maps.Keys(byTenant)), e.cfg.Tenant.MaxClients, func(id string) error {
 		return e.send(ctx, id, byTenant[id])
 	})
 	// The split moved spans out of td: a retry must carry the failed parts.

@@ -16,16 +16,23 @@ type Sends struct {
 	permanent []error
 }
 
-// Send calls send for each tenant, concurrently when there are several (each
+// Send calls send for each tenant, at most maxConcurrent at a time (each
 // tenant's request is independent), and collects the outcomes.
-func Send(tenants []string, send func(tenant string) error) *Sends {
+func Send(tenants []string, maxConcurrent int, send func(tenant string) error) *Sends {
 	errs := make([]error, len(tenants))
-	if len(tenants) == 1 {
-		errs[0] = send(tenants[0])
+	if len(tenants) == 1 || maxConcurrent <= 1 {
+		for i, id := range tenants {
+			errs[i] = send(id)
+		}
 	} else {
+		slots := make(chan struct{}, maxConcurrent)
 		var wg sync.WaitGroup
 		for i, id := range tenants {
-			wg.Go(func() { errs[i] = send(id) })
+			slots <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-slots }()
+				errs[i] = send(id)
+			})
 		}
 		wg.Wait()
 	}

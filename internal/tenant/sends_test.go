@@ -24,7 +24,7 @@ func TestSends(t *testing.T) {
 				tenants = append(tenants, id)
 			}
 		}
-		return Send(tenants, func(id string) error { return results[id] }).Err(zap.NewNop(), partial)
+		return Send(tenants, 2, func(id string) error { return results[id] }).Err(zap.NewNop(), partial)
 	}
 
 	if err := run(map[string]error{"a": nil, "b": nil}); err != nil {
@@ -42,5 +42,35 @@ func TestSends(t *testing.T) {
 	}
 	if err := run(map[string]error{"b": retry}); err == nil || consumererror.IsPermanent(err) {
 		t.Fatalf("every tenant failed: %v, want retryable", err)
+	}
+}
+
+func TestSendBoundsConcurrency(t *testing.T) {
+	const maxConcurrent = 3
+	tenants := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	running := make(chan *Sends)
+	go func() {
+		running <- Send(tenants, maxConcurrent, func(string) error {
+			entered <- struct{}{}
+			<-release
+			return nil
+		})
+	}()
+	for range maxConcurrent {
+		<-entered
+	}
+	select {
+	case <-entered:
+		t.Fatalf("a send started while %d were in flight", maxConcurrent)
+	default:
+	}
+	close(release)
+	for range len(tenants) - maxConcurrent {
+		<-entered
+	}
+	if err := (<-running).Err(zap.NewNop(), nil); err != nil {
+		t.Fatal(err)
 	}
 }
