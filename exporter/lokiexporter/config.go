@@ -130,7 +130,10 @@ func (c *Config) Validate() error {
 	}
 	errs = append(errs, c.Line.validate()...)
 	if c.MaxConcurrentPushes <= 0 {
-		errs = append(errs, fmt.Errorf("max_concurrent_pushes: %d must be positive, e.g. 4", c.MaxConcurrentPushes))
+		errs = append(errs, errors.New("max_concurrent_pushes: must be positive, e.g. 4"))
+	}
+	if err := c.Tenant.Check("tenant"); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

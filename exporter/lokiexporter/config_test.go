@@ -89,8 +89,8 @@ func TestValidateNamesKeyAndFix(t *testing.T) {
 			`line::format: "yaml" is not supported`,
 			`line::max_size: 10 is below 1024 bytes`,
 			`line::on_too_long: "wrap" is not supported`,
-			`max_concurrent_pushes: 0 must be positive`,
-			`"a/b" is not a valid tenant id`,
+			`max_concurrent_pushes: must be positive`,
+			`tenant::default: "a/b" is not a valid tenant id`,
 		},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -45,24 +45,23 @@ var (
 	_ confmap.Validator = (*Config)(nil)
 )
 
-// Validate requires exactly one transport. Nested blocks validate themselves.
+// Validate requires exactly one transport and checks the tenant block; each
+// error names the key in the collector's a::b form and says the fix.
 func (c *Config) Validate() error {
+	var errs []error
 	switch {
 	case c.HTTP.HasValue() && c.ClientConfig.Endpoint != "":
-		return errors.New(`endpoint and http: set only one, endpoint for OTLP/gRPC or http::endpoint for OTLP/HTTP`)
+		errs = append(errs, errors.New(`endpoint and http: set only one, endpoint for OTLP/gRPC or http::endpoint for OTLP/HTTP`))
 	case c.HTTP.HasValue() && c.HTTP.Get().Endpoint == "":
-		return errors.New(`http::endpoint: set Tempo's OTLP/HTTP address, e.g. "http://tempo:4318"`)
+		errs = append(errs, errors.New(`http::endpoint: set Tempo's OTLP/HTTP address, e.g. "http://tempo:4318"`))
 	case !c.HTTP.HasValue() && c.ClientConfig.Endpoint == "":
-		return errors.New(`endpoint: set Tempo's OTLP/gRPC address, e.g. "tempo:4317" (or http::endpoint for OTLP/HTTP)`)
+		errs = append(errs, errors.New(`endpoint: set Tempo's OTLP/gRPC address, e.g. "tempo:4317" (or http::endpoint for OTLP/HTTP)`))
 	}
-	return nil
-}
-
-// Validate checks the bound on tenant clients; the embedded tenant.Config
-// validates the default tenant.
-func (t *TenantConfig) Validate() error {
-	if t.MaxClients <= 0 {
-		return errors.New("max_clients: must be positive, e.g. 100")
+	if err := c.Tenant.Check("tenant"); err != nil {
+		errs = append(errs, err)
 	}
-	return nil
+	if c.Tenant.MaxClients <= 0 {
+		errs = append(errs, errors.New("tenant::max_clients: must be positive, e.g. 100"))
+	}
+	return errors.Join(errs...)
 }

@@ -57,7 +57,7 @@ func TestValidateNamesKeyAndFix(t *testing.T) {
 	for name, wants := range map[string][]string{
 		"none":       {`endpoint: set Tempo's OTLP/gRPC address`},
 		"both":       {`endpoint and http: set only one`},
-		"bad_tenant": {`max_clients: must be positive`, `default "../x" is not a valid tenant id`},
+		"bad_tenant": {`tenant::max_clients: must be positive`, `tenant::default: "../x" is not a valid tenant id`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := loadConfig(t, name)

@@ -28,10 +28,13 @@ type Config struct {
 	_ struct{}
 }
 
-// Validate checks Default against the tenant-id rules.
-func (c *Config) Validate() error {
+// Check validates Default against the tenant-id rules. key is where the
+// Config sits in the component's configuration (e.g. "tenant"): the error
+// names the full key, as the collector spells it. Config has no Validate
+// method because confmap would name only the block.
+func (c *Config) Check(key string) error {
 	if c.Default != "" && !Valid(c.Default) {
-		return fmt.Errorf("default %q is not a valid tenant id: use at most %d bytes of letters, digits and !-_.*'() (not \".\" or \"..\")", c.Default, maxLen)
+		return fmt.Errorf(`%s::default: %q is not a valid tenant id; use 1 to %d bytes of letters, digits and !-_.*'() (not "." or "..")`, key, c.Default, maxLen)
 	}
 	return nil
 }

@@ -47,11 +47,11 @@ func TestOf(t *testing.T) {
 	}
 }
 
-func TestValidate(t *testing.T) {
-	if err := (&Config{Default: "a/b"}).Validate(); err == nil || !strings.Contains(err.Error(), `default "a/b"`) {
-		t.Fatalf("Validate = %v, want an error naming the default", err)
+func TestCheck(t *testing.T) {
+	if err := (&Config{Default: "a/b"}).Check("tenant"); err == nil || !strings.HasPrefix(err.Error(), `tenant::default: "a/b" is not a valid tenant id`) {
+		t.Fatalf("Check = %v, want an error naming the key tenant::default", err)
 	}
-	if err := (&Config{}).Validate(); err != nil {
+	if err := (&Config{}).Check("tenant"); err != nil {
 		t.Fatal(err)
 	}
 }
