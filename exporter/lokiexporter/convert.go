@@ -164,8 +164,7 @@ func (c *converter) entry(lr plog.LogRecord, res pcommon.Map, s *scratch, stats 
 		e.Timestamp = ts.AsTime()
 	}
 
-	s.line = appendLine(s.line[:0], c.format, lr.Body(), c.lineAttributes(lr, res, s))
-	if len(s.line) > c.maxLine {
+	if len(c.line(lr, res, s)) > c.maxLine {
 		if c.dropTooLong {
 			stats.tooLong++
 			return e, false
@@ -220,6 +219,18 @@ func (c *converter) entry(lr plog.LogRecord, res pcommon.Map, s *scratch, stats 
 	e.StructuredMetadata = md.entries
 	stats.metadataDropped += md.dropped
 	return e, true
+}
+
+// line renders lr's log line into s.line, untruncated, and returns it.
+func (c *converter) line(lr plog.LogRecord, res pcommon.Map, s *scratch) []byte {
+	s.line = appendLine(s.line[:0], c.format, lr.Body(), c.lineAttributes(lr, res, s))
+	return s.line
+}
+
+// validTenant reports whether a record's tenant attribute, if any, is a valid tenant id.
+func (c *converter) validTenant(record, resource pcommon.Map) bool {
+	_, err := c.tenant.Of(record, resource)
+	return err == nil
 }
 
 // sentAsLabel reports whether attribute k already went out whole as a stream label.

@@ -36,6 +36,8 @@ type lokiExporter struct {
 	encoders  sync.Pool
 	client    *http.Client
 	conns     *connTracker
+	// maxBatchBytes is sending_queue::batch::max_size in bytes, 0 when batches are not sized in bytes.
+	maxBatchBytes int
 }
 
 func newExporter(cfg *Config, set exporter.Settings) (*lokiExporter, error) {
@@ -48,12 +50,13 @@ func newExporter(cfg *Config, set exporter.Settings) (*lokiExporter, error) {
 		return nil, err
 	}
 	e := &lokiExporter{
-		cfg:       cfg,
-		url:       url,
-		userAgent: fmt.Sprintf("%s/%s (%s/%s)", set.BuildInfo.Description, set.BuildInfo.Version, runtime.GOOS, runtime.GOARCH),
-		settings:  set.TelemetrySettings,
-		telemetry: tb,
-		conv:      newConverter(cfg),
+		cfg:           cfg,
+		url:           url,
+		userAgent:     fmt.Sprintf("%s/%s (%s/%s)", set.BuildInfo.Description, set.BuildInfo.Version, runtime.GOOS, runtime.GOARCH),
+		settings:      set.TelemetrySettings,
+		telemetry:     tb,
+		conv:          newConverter(cfg),
+		maxBatchBytes: maxBatchBytes(cfg),
 	}
 	e.encoders.New = func() any { return &encoder{encoding: cfg.Encoding} }
 	return e, nil
@@ -157,10 +160,10 @@ func (e *lokiExporter) record(ctx context.Context, s convertStats) {
 		t.ExporterLokiLinesTruncated.Add(ctx, s.truncated)
 	}
 	if s.tooLong > 0 {
-		t.ExporterLokiRecordsDropped.Add(ctx, s.tooLong, metric.WithAttributes(attribute.String("drop_reason", "line_too_long")))
+		t.ExporterLokiRecordsDropped.Add(ctx, s.tooLong, metric.WithAttributes(attribute.String("drop_reason", dropLineTooLong)))
 	}
 	if s.invalidTenant > 0 {
-		t.ExporterLokiRecordsDropped.Add(ctx, s.invalidTenant, metric.WithAttributes(attribute.String("drop_reason", "invalid_tenant")))
+		t.ExporterLokiRecordsDropped.Add(ctx, s.invalidTenant, metric.WithAttributes(attribute.String("drop_reason", dropInvalidTenant)))
 	}
 	if s.metadataDropped > 0 {
 		t.ExporterLokiStructuredMetadataDropped.Add(ctx, s.metadataDropped)

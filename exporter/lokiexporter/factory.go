@@ -50,7 +50,7 @@ func createLogs(ctx context.Context, set exporter.Settings, cfg component.Config
 	if err != nil {
 		return nil, err
 	}
-	return exporterhelper.NewLogs(ctx, set, cfg, e.pushLogs,
+	logs, err := exporterhelper.NewLogs(ctx, set, cfg, e.pushLogs,
 		exporterhelper.WithCapabilities(consumer.Capabilities{MutatesData: false}),
 		// The HTTP client's timeout bounds each push, as in the otlphttp exporter.
 		exporterhelper.WithTimeout(exporterhelper.TimeoutConfig{Timeout: 0}),
@@ -59,4 +59,8 @@ func createLogs(ctx context.Context, set exporter.Settings, cfg component.Config
 		exporterhelper.WithStart(e.start),
 		exporterhelper.WithShutdown(e.shutdown),
 	)
+	if err != nil {
+		return nil, err
+	}
+	return &admittingLogs{Logs: logs, admit: e.admit}, nil
 }
