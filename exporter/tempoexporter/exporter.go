@@ -15,8 +15,6 @@ import (
 	"go.opentelemetry.io/collector/exporter/otlpexporter"
 	"go.opentelemetry.io/collector/exporter/otlphttpexporter"
 	"go.opentelemetry.io/collector/pdata/ptrace"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/metric"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 	"go.uber.org/zap"
@@ -126,9 +124,9 @@ func (e *tempoExporter) pushTraces(ctx context.Context, td ptrace.Traces) error 
 		e.telemetry.ExporterTempoAttributesPromoted.Add(ctx, n)
 	}
 	byTenant, dropped := splitByTenant(td, &e.cfg.Tenant.Config)
-	if dropped > 0 {
-		e.telemetry.ExporterTempoSpansDropped.Add(ctx, dropped, metric.WithAttributes(attribute.String("drop_reason", "invalid_tenant")))
-	}
+	// Spans in a persistent queue from before a tenant::from_attribute change
+	// are only checked here; exporterhelper counts them as sent too.
+	e.countInvalidTenants(ctx, dropped)
 	sends := tenant.Send(slices.Sorted(maps.Keys(byTenant)), e.cfg.Tenant.MaxClients, func(id string) error {
 		return e.send(ctx, id, byTenant[id])
 	})

@@ -197,11 +197,26 @@ func TestInvalidTenantDropped(t *testing.T) {
 	exp := startExporter(t, testConfig(startReceiver(t, false, sink), false), metadatatest.NewSettings(tt))
 	td := testTraces()
 	td.ResourceSpans().At(1).Resource().Attributes().PutStr("tenant_id", "tenant/../other")
+	valid := int64(td.SpanCount() - td.ResourceSpans().At(1).ScopeSpans().At(0).Spans().Len())
 	require.NoError(t, exp.ConsumeTraces(context.Background(), td))
 	assert.NotContains(t, sink.spansByTenant()["shared"], "route")
 	metadatatest.AssertEqualExporterTempoSpansDropped(t, tt, []metricdata.DataPoint[int64]{
 		{Value: 1, Attributes: attribute.NewSet(attribute.String("drop_reason", "invalid_tenant"))},
 	}, metricdatatest.IgnoreTimestamp(), metricdatatest.IgnoreExemplars())
+
+	// exporterhelper's own counter: the dropped span is not reported as sent.
+	sent, err := tt.GetMetric("otelcol_exporter_sent_spans")
+	require.NoError(t, err)
+	var sentSpans int64
+	for _, dp := range sent.Data.(metricdata.Sum[int64]).DataPoints {
+		sentSpans += dp.Value
+	}
+	assert.Equal(t, valid, sentSpans, "every span but the dropped one")
+	var received int64
+	for _, e := range sink.received() {
+		received += int64(e.td.SpanCount())
+	}
+	assert.Equal(t, valid, received)
 }
 
 func TestRetryOnlyFailedTenants(t *testing.T) {

@@ -41,7 +41,7 @@ func createTraces(ctx context.Context, set exporter.Settings, cfg component.Conf
 	if err != nil {
 		return nil, err
 	}
-	return exporterhelper.NewTraces(ctx, set, cfg, e.pushTraces,
+	traces, err := exporterhelper.NewTraces(ctx, set, cfg, e.pushTraces,
 		// Golden fields are written onto the spans.
 		exporterhelper.WithCapabilities(consumer.Capabilities{MutatesData: true}),
 		exporterhelper.WithTimeout(c.TimeoutConfig),
@@ -50,4 +50,8 @@ func createTraces(ctx context.Context, set exporter.Settings, cfg component.Conf
 		exporterhelper.WithStart(e.start),
 		exporterhelper.WithShutdown(e.shutdown),
 	)
+	if err != nil {
+		return nil, err
+	}
+	return &admittingTraces{Traces: traces, admit: e.dropInvalidTenants}, nil
 }
