@@ -110,7 +110,7 @@ func (e *lokiExporter) judge(ld plog.Logs) []verdict {
 			for _, lr := range sl.LogRecords().All() {
 				var v verdict
 				switch {
-				case !e.conv.validTenant(lr.Attributes(), res):
+				case !e.conv.validTenant(res):
 					v.drop = dropInvalidTenant
 				case e.conv.dropTooLong && len(e.conv.line(lr, res, s)) > e.conv.maxLine:
 					v.drop = dropLineTooLong

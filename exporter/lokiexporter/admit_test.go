@@ -116,9 +116,9 @@ func TestDroppedRecordsAreNotCountedAsSent(t *testing.T) {
 	exp, tt := newTestExporter(t, cfg, loki)
 	ld := testLogs(
 		goldenRecord("req-1715234890123-a1b2c3", testNow),
-		func(lr plog.LogRecord) { lr.Attributes().PutStr("tenant_id", "../other") },
 		func(lr plog.LogRecord) { lr.Body().SetStr(strings.Repeat("x", 2048)) },
 	)
+	appendTenant(ld, "../other", func(plog.LogRecord) {})
 	ld.MarkReadOnly()
 	require.NoError(t, exp.ConsumeLogs(context.Background(), ld))
 

@@ -132,7 +132,7 @@ func (c *converter) convert(ld plog.Logs, now time.Time) (map[string]streams, co
 		}
 		for _, sl := range rl.ScopeLogs().All() {
 			for _, lr := range sl.LogRecords().All() {
-				id, err := c.tenant.Of(lr.Attributes(), res)
+				id, err := c.tenant.Of(res)
 				if err != nil {
 					stats.invalidTenant++
 					continue
@@ -227,9 +227,9 @@ func (c *converter) line(lr plog.LogRecord, res pcommon.Map, s *scratch) []byte 
 	return s.line
 }
 
-// validTenant reports whether a record's tenant attribute, if any, is a valid tenant id.
-func (c *converter) validTenant(record, resource pcommon.Map) bool {
-	_, err := c.tenant.Of(record, resource)
+// validTenant reports whether a resource's tenant attribute, if any, is a valid tenant id.
+func (c *converter) validTenant(resource pcommon.Map) bool {
+	_, err := c.tenant.Of(resource)
 	return err == nil
 }
 

@@ -36,7 +36,17 @@ func testConfig() *Config {
 // testLogs has one resource (service model, model_ver on the resource) with the given records.
 func testLogs(records ...func(plog.LogRecord)) plog.Logs {
 	ld := plog.NewLogs()
+	appendTenant(ld, "", records...)
+	return ld
+}
+
+// appendTenant appends to ld a resource like testLogs's with the records,
+// and tenant_id when tenant is not empty.
+func appendTenant(ld plog.Logs, tenant string, records ...func(plog.LogRecord)) {
 	rl := ld.ResourceLogs().AppendEmpty()
+	if tenant != "" {
+		rl.Resource().Attributes().PutStr("tenant_id", tenant)
+	}
 	rl.Resource().Attributes().PutStr("service.name", "model")
 	rl.Resource().Attributes().PutStr(golden.ModelVer, "llama3-8b-v2.1.4")
 	rl.Resource().Attributes().PutStr("k8s.namespace.name", "inference")
@@ -44,7 +54,6 @@ func testLogs(records ...func(plog.LogRecord)) plog.Logs {
 	for _, fill := range records {
 		fill(lrs.AppendEmpty())
 	}
-	return ld
 }
 
 func goldenRecord(reqID string, at time.Time) func(plog.LogRecord) {
@@ -132,15 +141,22 @@ func TestConvertCardinalityOverflow(t *testing.T) {
 func TestConvertTenants(t *testing.T) {
 	c := newConverter(testConfig())
 	ld := testLogs(
-		func(lr plog.LogRecord) { lr.Attributes().PutStr("tenant_id", "team-a") },
-		func(lr plog.LogRecord) { lr.Attributes().PutStr("tenant_id", "team-b") },
-		func(lr plog.LogRecord) { lr.Attributes().PutStr("tenant_id", "../etc") },
 		func(plog.LogRecord) {},
+		// A record attribute never picks the tenant: only the resource's, set by a trusted tier.
+		func(lr plog.LogRecord) { lr.Attributes().PutStr("tenant_id", "team-b") },
 	)
+	appendTenant(ld, "team-a", func(plog.LogRecord) {})
+	appendTenant(ld, "team-b", func(plog.LogRecord) {})
+	appendTenant(ld, "../etc", func(plog.LogRecord) {})
 	byTenant, stats := c.convert(ld, testNow)
 	assert.Len(t, byTenant, 3)
-	for _, id := range []string{"team-a", "team-b", "shared"} {
-		assert.Len(t, byTenant[id].sorted(), 1, id)
+	for id, records := range map[string]int{"team-a": 1, "team-b": 1, "shared": 2} {
+		streams := byTenant[id].sorted()
+		n := 0
+		for _, s := range streams {
+			n += len(s.entries)
+		}
+		assert.Equal(t, records, n, id)
 	}
 	assert.Equal(t, int64(1), stats.invalidTenant)
 	line := byTenant["team-a"].sorted()[0].entries[0].Line

@@ -108,7 +108,7 @@ func (e *lokiExporter) recordsOf(ld plog.Logs, tenants map[string]bool) plog.Log
 		res := rl.Resource().Attributes()
 		rl.ScopeLogs().RemoveIf(func(sl plog.ScopeLogs) bool {
 			sl.LogRecords().RemoveIf(func(lr plog.LogRecord) bool {
-				id, err := e.conv.tenant.Of(lr.Attributes(), res)
+				id, err := e.conv.tenant.Of(res)
 				return err != nil || !tenants[id]
 			})
 			return sl.LogRecords().Len() == 0

@@ -160,11 +160,8 @@ func TestPushConformance(t *testing.T) {
 			ld := testLogs(
 				goldenRecord("req-1715234890123-bbbbbb", testNow.Add(time.Second)),
 				goldenRecord("req-1715234890123-aaaaaa", testNow),
-				func(lr plog.LogRecord) {
-					goldenRecord("req-1715234890123-cccccc", testNow)(lr)
-					lr.Attributes().PutStr("tenant_id", "team-a")
-				},
 			)
+			appendTenant(ld, "team-a", goldenRecord("req-1715234890123-cccccc", testNow))
 			require.NoError(t, exp.ConsumeLogs(context.Background(), ld))
 
 			pushes := loki.received()
@@ -286,10 +283,9 @@ func TestRetryOnlyFailedTenants(t *testing.T) {
 	cfg.QueueConfig = configoptional.None[exporterhelper.QueueBatchConfig]()
 	cfg.RetryConfig.InitialInterval = time.Millisecond
 	exp, _ := newTestExporter(t, cfg, loki)
-	ld := testLogs(
-		func(lr plog.LogRecord) { lr.Attributes().PutStr("tenant_id", "team-a") },
-		func(lr plog.LogRecord) { lr.Attributes().PutStr("tenant_id", "team-b") },
-	)
+	ld := plog.NewLogs()
+	appendTenant(ld, "team-a", func(plog.LogRecord) {})
+	appendTenant(ld, "team-b", func(plog.LogRecord) {})
 	require.NoError(t, exp.ConsumeLogs(context.Background(), ld))
 
 	pushes := map[string]int{}
@@ -308,8 +304,8 @@ func TestPushTelemetry(t *testing.T) {
 	ld := testLogs(
 		func(lr plog.LogRecord) { lr.Attributes().PutStr(golden.ModelVer, "other-model") },
 		func(lr plog.LogRecord) { lr.Body().SetStr(string(make([]byte, 2048))) },
-		func(lr plog.LogRecord) { lr.Attributes().PutStr("tenant_id", "a b") },
 	)
+	appendTenant(ld, "a b", func(plog.LogRecord) {})
 	require.NoError(t, exp.ConsumeLogs(context.Background(), ld))
 	metadatatest.AssertEqualExporterLokiLabelOverflows(t, tt, []metricdata.DataPoint[int64]{
 		{Value: 1, Attributes: attribute.NewSet(attribute.String("label", "model_ver"))},

@@ -35,18 +35,11 @@ func (e *tempoExporter) dropInvalidTenants(ctx context.Context, td ptrace.Traces
 	}
 	var dropped int64
 	td.ResourceSpans().RemoveIf(func(rs ptrace.ResourceSpans) bool {
-		res := rs.Resource().Attributes()
-		rs.ScopeSpans().RemoveIf(func(ss ptrace.ScopeSpans) bool {
-			ss.Spans().RemoveIf(func(span ptrace.Span) bool {
-				_, err := e.cfg.Tenant.Of(span.Attributes(), res)
-				if err != nil {
-					dropped++
-				}
-				return err != nil
-			})
-			return ss.Spans().Len() == 0
-		})
-		return rs.ScopeSpans().Len() == 0
+		if _, err := e.cfg.Tenant.Of(rs.Resource().Attributes()); err != nil {
+			dropped += int64(spanCount(rs))
+			return true
+		}
+		return false
 	})
 	e.countInvalidTenants(ctx, dropped)
 }

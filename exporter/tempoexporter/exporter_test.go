@@ -158,7 +158,14 @@ func TestExportToOTLPReceiver(t *testing.T) {
 
 			td := testTraces()
 			td.ResourceSpans().At(0).Resource().Attributes().PutStr("tenant_id", "team-a")
+			// A span attribute never picks the tenant: only the resource's, set by a trusted tier.
 			td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(1).Attributes().PutStr("tenant_id", "team-b")
+			tokenizer := td.ResourceSpans().AppendEmpty()
+			tokenizer.Resource().Attributes().PutStr("service.name", "tokenizer")
+			tokenizer.Resource().Attributes().PutStr("tenant_id", "team-b")
+			tokenize := tokenizer.ScopeSpans().AppendEmpty().Spans().AppendEmpty()
+			tokenize.SetName("tokenize")
+			tokenize.Attributes().PutStr(golden.ReqID, "req-1715234890123-a1b2c3")
 			require.NoError(t, exp.ConsumeTraces(context.Background(), td))
 
 			assert.Len(t, sink.received(), 3, "one export per tenant")
@@ -168,8 +175,8 @@ func TestExportToOTLPReceiver(t *testing.T) {
 				golden.ModelVer: "llama3-8b-v2.1.4",
 				golden.GPUMemMb: int64(12450),
 			}, got["team-a"]["forward"], "golden fields are span attributes")
-			assert.Equal(t, "req-1715234890123-a1b2c3", got["team-b"]["decode"][golden.ReqID])
-			assert.Equal(t, "team-b", got["team-b"]["decode"]["tenant_id"])
+			assert.Equal(t, "req-1715234890123-a1b2c3", got["team-b"]["tokenize"][golden.ReqID])
+			assert.Equal(t, "team-b", got["team-a"]["decode"]["tenant_id"], "kept as an attribute, never the tenant")
 			assert.Contains(t, got["shared"], "route", "spans without the attribute go to the default tenant")
 
 			metadatatest.AssertEqualExporterTempoTenantClients(t, tt, []metricdata.DataPoint[int64]{{Value: 3}},

@@ -27,14 +27,15 @@ func TestSplitByTenantSingle(t *testing.T) {
 func TestSplitByTenant(t *testing.T) {
 	td := testTraces()
 	td.ResourceSpans().At(0).Resource().Attributes().PutStr("tenant_id", "team-a")
-	spans := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans()
-	spans.At(1).Attributes().PutStr("tenant_id", "team-b") // the span's attribute wins
-	bad := spans.AppendEmpty()
-	bad.SetName("hostile")
-	bad.Attributes().PutStr("tenant_id", "a|b")
+	// A span attribute never picks the tenant: only the resource's, set by a trusted tier.
+	td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(1).Attributes().PutStr("tenant_id", "team-b")
+	td.ResourceSpans().At(1).Resource().Attributes().PutStr("tenant_id", "a|b")
+	worker := td.ResourceSpans().AppendEmpty()
+	worker.Resource().Attributes().PutStr("service.name", "worker")
+	worker.ScopeSpans().AppendEmpty().Spans().AppendEmpty().SetName("job")
 
 	got, dropped := splitByTenant(td, &tenant.Config{FromAttribute: "tenant_id", Default: "shared"})
-	assert.Equal(t, int64(1), dropped)
+	assert.Equal(t, int64(td.ResourceSpans().At(1).ScopeSpans().At(0).Spans().Len()), dropped)
 	names := map[string][]string{}
 	for id, part := range got {
 		for _, rs := range part.ResourceSpans().All() {
@@ -47,9 +48,8 @@ func TestSplitByTenant(t *testing.T) {
 		}
 	}
 	assert.Equal(t, map[string][]string{
-		"team-a": {"model/forward"},
-		"team-b": {"model/decode"},
-		"shared": {"gateway/route"},
+		"team-a": {"model/forward", "model/decode"},
+		"shared": {"worker/job"},
 	}, names)
 }
 

@@ -16,10 +16,14 @@ const Header = "X-Scope-OrgID"
 const maxLen = 150
 
 // Config says where a record's tenant comes from.
+//
+// The tenant is a resource attribute, set by a tier the backend trusts (the
+// node agent, which overwrites what its clients send), never a record
+// attribute: one service's log line cannot write into another tenant.
 type Config struct {
-	// FromAttribute names the attribute holding the tenant id, looked up on the
-	// record (log record or span) first, then on its resource. Empty: every
-	// record goes to Default.
+	// FromAttribute names the resource attribute holding the tenant id. A
+	// record attribute of that name is ignored. Empty: every record goes to
+	// Default.
 	FromAttribute string `mapstructure:"from_attribute"`
 	// Default is the tenant of records without the attribute. Empty: no header
 	// is sent, which suits backends running without multi-tenancy.
@@ -42,17 +46,14 @@ func (c *Config) Check(key string) error {
 // ErrInvalid reports a tenant attribute whose value is not a valid tenant id.
 var ErrInvalid = errors.New("invalid tenant id")
 
-// Of returns the tenant of a record with the given attributes and resource
-// attributes. A present but invalid value is an error, never a silent fallback
-// to Default: that would write one tenant's data into another's.
-func (c *Config) Of(record, resource pcommon.Map) (string, error) {
+// Of returns the tenant of the records of a resource with the given
+// attributes. A present but invalid value is an error, never a silent
+// fallback to Default: that would write one tenant's data into another's.
+func (c *Config) Of(resource pcommon.Map) (string, error) {
 	if c.FromAttribute == "" {
 		return c.Default, nil
 	}
-	v, ok := record.Get(c.FromAttribute)
-	if !ok {
-		v, ok = resource.Get(c.FromAttribute)
-	}
+	v, ok := resource.Get(c.FromAttribute)
 	if !ok {
 		return c.Default, nil
 	}

@@ -23,26 +23,22 @@ func TestValid(t *testing.T) {
 
 func TestOf(t *testing.T) {
 	cfg := Config{FromAttribute: "tenant_id", Default: "shared"}
-	record, resource := pcommon.NewMap(), pcommon.NewMap()
+	resource := pcommon.NewMap()
 
-	got, err := cfg.Of(record, resource)
+	got, err := cfg.Of(resource)
 	if got != "shared" || err != nil {
 		t.Fatalf("no attribute: Of = %q, %v; want the default", got, err)
 	}
 	resource.PutStr("tenant_id", "from-resource")
-	if got, _ = cfg.Of(record, resource); got != "from-resource" {
+	if got, _ = cfg.Of(resource); got != "from-resource" {
 		t.Fatalf("resource attribute: Of = %q", got)
 	}
-	record.PutStr("tenant_id", "from-record")
-	if got, _ = cfg.Of(record, resource); got != "from-record" {
-		t.Fatalf("the record's attribute must win: Of = %q", got)
-	}
-	record.PutStr("tenant_id", "../admin")
-	if _, err = cfg.Of(record, resource); !errors.Is(err, ErrInvalid) {
+	resource.PutStr("tenant_id", "../admin")
+	if _, err = cfg.Of(resource); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("hostile tenant: err = %v, want ErrInvalid", err)
 	}
-	record.PutInt("tenant_id", 42)
-	if got, _ = cfg.Of(record, resource); got != "42" {
+	resource.PutInt("tenant_id", 42)
+	if got, _ = cfg.Of(resource); got != "42" {
 		t.Fatalf("numeric tenant: Of = %q", got)
 	}
 }
