@@ -94,8 +94,9 @@ generate-check: generate
 build: tools
 	cd $(DIST_DIR) && $(GO) build -tags '$(BUILD_TAGS)' -trimpath -ldflags='-s -w' -o $(CURDIR)/$(BIN) .
 
+# GOMEMLIMIT near the config's memory_limiter::limit_mib (distribution/config.yaml).
 run: build
-	$(BIN) --config $(CONFIG)
+	GOMEMLIMIT=$${GOMEMLIMIT:-1024MiB} $(BIN) --config $(CONFIG)
 
 # The example inference service and its model server, sending to the
 # collector of `make run` (run that first, in another terminal).

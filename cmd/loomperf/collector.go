@@ -179,7 +179,10 @@ func parseCPUTime(stat string) (time.Duration, error) {
 }
 
 // memory is the process's resident set: now and at its peak.
-type memory struct{ rss, peak int64 } // bytes
+// memory is a process's resident set, its peak, and its anonymous part: the
+// resident set less the mapped files, of which the binary's own text is
+// most (shared, and reclaimable under pressure).
+type memory struct{ rss, peak, anon int64 } // bytes
 
 func memoryOf(pid int) (memory, error) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
@@ -190,32 +193,30 @@ func memoryOf(pid int) (memory, error) {
 	return parseStatus(f)
 }
 
-// parseStatus reads VmRSS and VmHWM from /proc/PID/status.
+// parseStatus reads VmRSS, VmHWM and RssAnon from /proc/PID/status.
 func parseStatus(r io.Reader) (memory, error) {
 	var m memory
+	fields := map[string]*int64{"VmRSS": &m.rss, "VmHWM": &m.peak, "RssAnon": &m.anon}
 	var found int
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		key, value, ok := strings.Cut(sc.Text(), ":")
-		if !ok || key != "VmRSS" && key != "VmHWM" {
+		dst, wanted := fields[key]
+		if !ok || !wanted {
 			continue
 		}
 		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(value), " kB"), 10, 64)
 		if err != nil {
 			return memory{}, fmt.Errorf("/proc/PID/status %s: %w", key, err)
 		}
-		if key == "VmRSS" {
-			m.rss = kb << 10
-		} else {
-			m.peak = kb << 10
-		}
+		*dst = kb << 10
 		found++
 	}
 	if err := sc.Err(); err != nil {
 		return memory{}, err
 	}
-	if found != 2 {
-		return memory{}, errors.New("/proc/PID/status has no VmRSS and VmHWM")
+	if found != len(fields) {
+		return memory{}, errors.New("/proc/PID/status lacks one of VmRSS, VmHWM and RssAnon")
 	}
 	return m, nil
 }

@@ -71,9 +71,9 @@ func TestParseCPUTime(t *testing.T) {
 }
 
 func TestParseStatus(t *testing.T) {
-	m, err := parseStatus(strings.NewReader("Name:\totelcol-loom\nVmPeak:\t 9999 kB\nVmHWM:\t  300000 kB\nVmRSS:\t  250000 kB\n"))
+	m, err := parseStatus(strings.NewReader("Name:\totelcol-loom\nVmPeak:\t 9999 kB\nVmHWM:\t  300000 kB\nVmRSS:\t  250000 kB\nRssAnon:\t  90000 kB\n"))
 	require.NoError(t, err)
-	assert.Equal(t, memory{rss: 250000 << 10, peak: 300000 << 10}, m)
+	assert.Equal(t, memory{rss: 250000 << 10, peak: 300000 << 10, anon: 90000 << 10}, m)
 	_, err = parseStatus(strings.NewReader("Name:\tx\n"))
 	assert.Error(t, err)
 }

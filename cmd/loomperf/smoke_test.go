@@ -14,9 +14,15 @@ import (
 // TestSmoke runs the system benchmark short (5k records/s, 10 s, one
 // repetition) against the built collector: every pipeline starts, accepts
 // traffic, and the report has every row. It asserts nothing about speed.
-func TestSmoke(t *testing.T) {
+// builtCollector is the collector binary under test.
+func builtCollector(t *testing.T) string {
 	bin := os.Getenv("LOOM_BIN")
 	require.NotEmpty(t, bin, "LOOM_BIN names the built collector (make e2e sets it)")
+	return bin
+}
+
+func TestSmoke(t *testing.T) {
+	bin := builtCollector(t)
 	var out, progress strings.Builder
 	err := runMain([]string{"-bin", bin, "-repo", "../..", "-loads", "5000", "-reps", "1", "-warmup", "2s", "-window", "10s"}, &out, &progress)
 	require.NoError(t, err, "%s\n%s", progress.String(), out.String())

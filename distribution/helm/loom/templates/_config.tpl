@@ -1,8 +1,9 @@
 {{/*
-The collector configs. Each tier's is built in three layers:
+The collector configs. Each tier's is built in four layers:
   1. files/<tier>.yaml, the repository's distribution/<tier>.yaml (make generate copies it);
-  2. what this chart's values change in it (loom.<tier>Changes below);
-  3. the tier's `config` value.
+  2. what running in a pod changes in it (loom.podChanges below);
+  3. what this chart's values change in it (loom.<tier>Changes below);
+  4. the tier's `config` value.
 Each layer is deep-merged over the one before: maps merge key by key, any other
 value (lists included) replaces, and null removes the key.
 */}}
@@ -36,11 +37,25 @@ value (lists included) replaces, and null removes the key.
 {{- define "loom.config" -}}
 {{- $file := printf "files/%s.yaml" .tier -}}
 {{- $base := include "loom.parsed" (dict "text" (.root.Files.Get $file) "what" $file) | fromJson -}}
-{{- $changes := include (printf "loom.%sChanges" .tier) (dict "root" .root "base" $base) -}}
+{{- $pod := include "loom.parsed" (dict "text" (include "loom.podChanges" .) "what" "the chart's pod changes") | fromJson -}}
+{{- $config := include "loom.merge" (dict "base" $base "over" $pod) | fromJson -}}
+{{- $changes := include (printf "loom.%sChanges" .tier) (dict "root" .root "base" $config) -}}
 {{- $changes = include "loom.parsed" (dict "text" $changes "what" (printf "the chart's changes to %s" $file)) | fromJson -}}
-{{- $config := include "loom.merge" (dict "base" $base "over" $changes) | fromJson -}}
+{{- $config = include "loom.merge" (dict "base" $config "over" $changes) | fromJson -}}
 {{- $config = include "loom.merge" (dict "base" $config "over" (index .root.Values .tier).config) | fromJson -}}
 {{- toYaml $config -}}
+{{- end -}}
+
+{{/* In a pod, memory_limiter works from the container's memory limit (the
+cgroup's, `resources.limits.memory`), not from the bare-host sizes that
+distribution/<tier>.yaml ships. */}}
+{{- define "loom.podChanges" -}}
+processors:
+  memory_limiter:
+    limit_mib: null
+    spike_limit_mib: null
+    limit_percentage: 80
+    spike_limit_percentage: 20
 {{- end -}}
 
 {{/* Resource attributes of the collector's own telemetry, from the downward API. */}}
