@@ -39,13 +39,13 @@ func NewConditions(conditions []string, set component.TelemetrySettings, evalFai
 	var errs []error
 	for i, text := range conditions {
 		if strings.TrimSpace(text) == "" {
-			errs = append(errs, fmt.Errorf("[%d]: empty; write an OTTL condition that is true on a failing record", i))
+			errs = append(errs, fmt.Errorf("::%d: empty; write an OTTL condition that is true on a failing record", i))
 			continue
 		}
 		logCond, logErr := logParser.ParseCondition(text)
 		spanCond, spanErr := spanParser.ParseCondition(text)
 		if logErr != nil && spanErr != nil {
-			errs = append(errs, fmt.Errorf("[%d]: neither the log nor the span context parses %q: %w", i, text, errors.Join(logErr, spanErr)))
+			errs = append(errs, fmt.Errorf("::%d: neither the log nor the span context parses %q: %w", i, text, errors.Join(logErr, spanErr)))
 			continue
 		}
 		if logErr == nil {

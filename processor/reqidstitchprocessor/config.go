@@ -122,9 +122,9 @@ func (c *Config) Validate() error {
 	}
 	names := map[string]bool{}
 	for i, r := range c.Rules {
-		errs = append(errs, r.validate(fmt.Sprintf("rules[%d]::", i))...)
+		errs = append(errs, r.validate(fmt.Sprintf("rules::%d::", i))...)
 		if names[r.Name] {
-			errs = append(errs, fmt.Errorf("rules[%d]::name: %q is used twice; give every rule its own name", i, r.Name))
+			errs = append(errs, fmt.Errorf("rules::%d::name: %q is used twice; give every rule its own name", i, r.Name))
 		}
 		names[r.Name] = true
 	}
@@ -148,7 +148,7 @@ func (r RuleConfig) validate(path string) []error {
 	}
 	for j, k := range r.JoinKeys {
 		if k == "" {
-			fail("join_keys[%d]: empty attribute name", j)
+			fail("join_keys::%d: empty attribute name", j)
 		}
 	}
 	if r.Window <= 0 || r.Window > maxWindow {

@@ -66,17 +66,17 @@ func TestValidateNamesKeyAndFix(t *testing.T) {
 		"ttl: 0s; want a positive duration",
 		"hold::max_records (0) and hold::max_bytes",
 		"gpu_attribution::condition:",
-		`rules[0]::name: "Bad Name"`,
-		"rules[0]::edge_type:",
-		"rules[0]::join_keys[0]: empty attribute name",
-		"rules[0]::window: 0s; want a positive duration",
-		"rules[0]::to: \"nonsense(\" is neither a log condition",
-		`rules[2]::name: "dup" is used twice`,
+		`rules::0::name: "Bad Name"`,
+		"rules::0::edge_type:",
+		"rules::0::join_keys::0: empty attribute name",
+		"rules::0::window: 0s; want a positive duration",
+		"rules::0::to: \"nonsense(\" is neither a log condition",
+		`rules::2::name: "dup" is used twice`,
 	} {
 		assert.ErrorContains(t, err, want)
 	}
 	// body exists for logs only: the condition applies to log records, and is valid.
-	assert.NotContains(t, err.Error(), "rules[0]::from:")
+	assert.NotContains(t, err.Error(), "rules::0::from:")
 }
 
 func TestValidate(t *testing.T) {
@@ -94,8 +94,8 @@ func TestValidate(t *testing.T) {
 		"no rules need no keys": {change: func(c *Config) {
 			c.Rules, c.MaxRuleKeys = nil, 0
 		}},
-		"window too long": {change: func(c *Config) { c.Rules[0].Window = 2 * time.Hour }, want: "rules[0]::window: 2h0m0s"},
-		"no join keys":    {change: func(c *Config) { c.Rules[1].JoinKeys = nil }, want: "rules[1]::join_keys: empty"},
+		"window too long": {change: func(c *Config) { c.Rules[0].Window = 2 * time.Hour }, want: "rules::0::window: 2h0m0s"},
+		"no join keys":    {change: func(c *Config) { c.Rules[1].JoinKeys = nil }, want: "rules::1::join_keys: empty"},
 		"span-only rule":  {change: func(c *Config) { c.Rules[0].From = `name == "cache/miss"` }},
 	}
 	for name, tt := range tests {

@@ -235,19 +235,19 @@ func (c *Config) Validate() error {
 	check(c.DecisionWait > 0, "decision_wait", "must be positive, e.g. 30s; got %v", c.DecisionWait)
 	check(c.MaxRequests > 0, "max_requests", "must be positive, e.g. 50000; got %d", c.MaxRequests)
 	check(c.MaxBytes > 0, "max_bytes", "must be positive, e.g. 268435456 (256 MiB); got %d", c.MaxBytes)
-	check(c.DecisionCache.TTL >= 0, "decision_cache.ttl", "must be 0 (no cache) or positive, e.g. 5m; got %v", c.DecisionCache.TTL)
-	check(c.DecisionCache.TTL == 0 || c.DecisionCache.MaxEntries > 0, "decision_cache.max_entries",
-		"must be positive when decision_cache.ttl is set, e.g. 200000; got %d", c.DecisionCache.MaxEntries)
+	check(c.DecisionCache.TTL >= 0, "decision_cache::ttl", "must be 0 (no cache) or positive, e.g. 5m; got %v", c.DecisionCache.TTL)
+	check(c.DecisionCache.TTL == 0 || c.DecisionCache.MaxEntries > 0, "decision_cache::max_entries",
+		"must be positive when decision_cache::ttl is set, e.g. 200000; got %d", c.DecisionCache.MaxEntries)
 	check(c.BasePercentage >= 0 && c.BasePercentage <= 100, "base_percentage", "must be 0 to 100, e.g. 1; got %v", c.BasePercentage)
 	check(len(c.Policies) <= maxPolicies, "policies", "at most %d policies; got %d", maxPolicies, len(c.Policies))
-	check(c.VolumeGuard.MaxShare >= 0 && c.VolumeGuard.MaxShare <= 1, "volume_guard.max_share",
+	check(c.VolumeGuard.MaxShare >= 0 && c.VolumeGuard.MaxShare <= 1, "volume_guard::max_share",
 		"must be 0 (off) to 1, e.g. 0.05; got %v", c.VolumeGuard.MaxShare)
 	l := c.Learning
-	check(l.HalfLife > 0, "learning.half_life", "must be positive, e.g. 1h; got %v", l.HalfLife)
-	check(l.MinFailures >= 1, "learning.min_failures", "must be at least 1, e.g. 3; got %v", l.MinFailures)
-	check(l.MinFailureRate > 0 && l.MinFailureRate <= 1, "learning.min_failure_rate", "must be above 0 and at most 1, e.g. 0.2; got %v", l.MinFailureRate)
-	check(l.PrefixLength >= 1 && l.PrefixLength <= 3, "learning.prefix_length", "must be 1, 2 or 3 hex digits; got %d", l.PrefixLength)
-	check(l.MaxHashes > 0, "learning.max_hashes", "must be positive, e.g. 100000; got %d", l.MaxHashes)
+	check(l.HalfLife > 0, "learning::half_life", "must be positive, e.g. 1h; got %v", l.HalfLife)
+	check(l.MinFailures >= 1, "learning::min_failures", "must be at least 1, e.g. 3; got %v", l.MinFailures)
+	check(l.MinFailureRate > 0 && l.MinFailureRate <= 1, "learning::min_failure_rate", "must be above 0 and at most 1, e.g. 0.2; got %v", l.MinFailureRate)
+	check(l.PrefixLength >= 1 && l.PrefixLength <= 3, "learning::prefix_length", "must be 1, 2 or 3 hex digits; got %d", l.PrefixLength)
+	check(l.MaxHashes > 0, "learning::max_hashes", "must be positive, e.g. 100000; got %d", l.MaxHashes)
 	if _, err := compilePolicies(c, validationDeps()); err != nil {
 		errs = append(errs, err)
 	}

@@ -61,16 +61,16 @@ func TestValidateNamesTheKeyToFix(t *testing.T) {
 	err := confmap.Validate(loadConfig(t, "invalid"))
 	require.Error(t, err)
 	for _, key := range []string{
-		"decision_wait:", "max_requests:", "max_bytes:", "decision_cache.max_entries:", "base_percentage:",
-		"learning.half_life:", "learning.min_failures:", "learning.min_failure_rate:", "learning.prefix_length:",
-		"learning.max_hashes:",
-		`policies[0].name: "base_rate"`, "policies[0].errors.min_severity:",
-		"policies[1].failure_condition.conditions[0]:",
-		`policies[2].name: "twice"`, "policies[2].percentage:", "policies[2].latency.factor:",
-		"policies[3].input_hash.ranges[0]:", "policies[4].stage.patterns",
-		`policies[5].type: "sometimes"`,
-		"policies[6].errors.attributes: an empty list checks no attribute",
-		"volume_guard.max_share:", "policies[7].value_drift.rare_share:", "; value_drift.baseline_records, value_drift.recent_records:",
+		"decision_wait:", "max_requests:", "max_bytes:", "decision_cache::max_entries:", "base_percentage:",
+		"learning::half_life:", "learning::min_failures:", "learning::min_failure_rate:", "learning::prefix_length:",
+		"learning::max_hashes:",
+		`policies::0::name: "base_rate"`, "policies::0::errors::min_severity:",
+		"policies::1::failure_condition::conditions::0:",
+		`policies::2::name: "twice"`, "policies::2::percentage:", "policies::2::latency::factor:",
+		"policies::3::input_hash::ranges::0:", "policies::4::stage::patterns",
+		`policies::5::type: "sometimes"`,
+		"policies::6::errors::attributes: an empty list checks no attribute",
+		"volume_guard::max_share:", "policies::7::value_drift::rare_share:", "; value_drift::baseline_records, value_drift::recent_records:",
 	} {
 		assert.ErrorContains(t, err, key)
 	}

@@ -58,9 +58,9 @@ func compilePolicies(c *Config, deps policyDeps) ([]compiledPolicy, error) {
 	out := make([]compiledPolicy, 0, len(c.Policies))
 	names := map[string]bool{}
 	for i, pc := range c.Policies {
-		key := fmt.Sprintf("policies[%d]", i)
+		key := fmt.Sprintf("policies::%d", i)
 		if pc.Name == "" || pc.Name == basePolicy || names[pc.Name] {
-			errs = append(errs, fmt.Errorf("%s.name: %q must be set, unique and not %q", key, pc.Name, basePolicy))
+			errs = append(errs, fmt.Errorf("%s::name: %q must be set, unique and not %q", key, pc.Name, basePolicy))
 		}
 		names[pc.Name] = true
 		percentage := pc.Percentage
@@ -68,11 +68,11 @@ func compilePolicies(c *Config, deps policyDeps) ([]compiledPolicy, error) {
 			percentage = 100
 		}
 		if percentage < 0 || percentage > 100 {
-			errs = append(errs, fmt.Errorf("%s.percentage: must be above 0 and at most 100 (unset: 100); got %v", key, pc.Percentage))
+			errs = append(errs, fmt.Errorf("%s::percentage: must be above 0 and at most 100 (unset: 100); got %v", key, pc.Percentage))
 		}
 		eval, err := newEvaluator(&pc, i, deps)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s.%w", key, err))
+			errs = append(errs, fmt.Errorf("%s::%w", key, err))
 			continue
 		}
 		cp := compiledPolicy{name: pc.Name, probability: percentage / 100, failure: pc.Type.failure(), eval: eval}
@@ -94,17 +94,17 @@ func newEvaluator(pc *PolicyConfig, i int, deps policyDeps) (policy.Evaluator, e
 		}
 		severity, ok := policy.ParseSeverity(name)
 		if !ok {
-			return nil, fmt.Errorf("errors.min_severity: must be trace, debug, info, warn, error or fatal; got %q", pc.Errors.MinSeverity)
+			return nil, fmt.Errorf("errors::min_severity: must be trace, debug, info, warn, error or fatal; got %q", pc.Errors.MinSeverity)
 		}
 		if pc.Errors.Attributes != nil && len(pc.Errors.Attributes) == 0 {
-			return nil, errors.New("errors.attributes: an empty list checks no attribute; leave it unset for the defaults " +
+			return nil, errors.New("errors::attributes: an empty list checks no attribute; leave it unset for the defaults " +
 				"(" + strings.Join(failure.DefaultErrorAttributes, ", ") + ") or list the attributes that report an error")
 		}
 		return policy.NewErrors(pc.Name, severity, pc.Errors.Attributes), nil
 	case FailureCondition:
 		c, err := failure.NewConditions(pc.FailureCondition.Conditions, deps.set, deps.evalFailed(i))
 		if err != nil {
-			return nil, fmt.Errorf("failure_condition.conditions%w", err)
+			return nil, fmt.Errorf("failure_condition::conditions%w", err)
 		}
 		return policy.NewFailureCondition(pc.Name, c), nil
 	case Latency:
@@ -114,13 +114,13 @@ func newEvaluator(pc *PolicyConfig, i int, deps policyDeps) (policy.Evaluator, e
 	case Stage:
 		p, err := policy.NewStage(pc.Stage.Patterns)
 		if err != nil {
-			return nil, fmt.Errorf("stage.patterns%w", err)
+			return nil, fmt.Errorf("stage::patterns%w", err)
 		}
 		return p, nil
 	case InputHash:
 		p, err := policy.NewInputHash(pc.InputHash.Ranges)
 		if err != nil {
-			return nil, fmt.Errorf("input_hash.ranges%w", err)
+			return nil, fmt.Errorf("input_hash::ranges%w", err)
 		}
 		return p, nil
 	case HotInput:
@@ -147,7 +147,7 @@ func newLatency(name string, c *LatencyConfig, deps policyDeps) (policy.Evaluato
 			c.Threshold, c.Quantile))
 	}
 	if c.Factor != 0 && c.Factor < 1 {
-		errs = append(errs, fmt.Errorf("latency.factor: must be at least 1 (unset: 2); got %v", c.Factor))
+		errs = append(errs, fmt.Errorf("latency::factor: must be at least 1 (unset: 2); got %v", c.Factor))
 	}
 	if c.MinSamples < 0 || c.HalfLife < 0 || c.MaxSeries < 0 || c.MinExcess < 0 {
 		errs = append(errs, errors.New("latency.min_samples, latency.half_life, latency.max_series, latency.min_excess: must not be negative (unset: 100, 10m, 1000, 5ms)"))
@@ -172,13 +172,13 @@ func newValueDrift(name string, c *ValueDriftConfig, deps policyDeps) (policy.Ev
 	}
 	var errs []error
 	if cfg.RareShare <= 0 || cfg.RareShare >= 1 {
-		errs = append(errs, fmt.Errorf("value_drift.rare_share: must be above 0 and below 1 (unset: 0.05); got %v", c.RareShare))
+		errs = append(errs, fmt.Errorf("value_drift::rare_share: must be above 0 and below 1 (unset: 0.05); got %v", c.RareShare))
 	}
 	if cfg.SurgeRatio <= 1 {
-		errs = append(errs, fmt.Errorf("value_drift.surge_ratio: must be above 1 (unset: 4); got %v", c.SurgeRatio))
+		errs = append(errs, fmt.Errorf("value_drift::surge_ratio: must be above 1 (unset: 4); got %v", c.SurgeRatio))
 	}
 	if cfg.RecentRecords < 1 || cfg.BaselineRecords <= cfg.RecentRecords {
-		errs = append(errs, fmt.Errorf("value_drift.baseline_records, value_drift.recent_records: recent_records must be at least 1 "+
+		errs = append(errs, fmt.Errorf("value_drift::baseline_records, value_drift::recent_records: recent_records must be at least 1 "+
 			"and baseline_records above it (unset: 20000, 400); got %v and %v", c.BaselineRecords, c.RecentRecords))
 	}
 	if cfg.MinCount < 0 || cfg.MinBaseline < 0 || cfg.MaxPlaces < 0 || cfg.MaxAttributes < 0 || cfg.MaxValues < 0 {

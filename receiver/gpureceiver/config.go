@@ -86,28 +86,28 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s: "+format, append([]any{key}, args...)...))
 		}
 	}
-	check(c.NVML.MemoryHighRatio >= 0 && c.NVML.MemoryHighRatio <= 1, "nvml.memory_high_ratio",
+	check(c.NVML.MemoryHighRatio >= 0 && c.NVML.MemoryHighRatio <= 1, "nvml::memory_high_ratio",
 		"must be 0 (off) to 1, e.g. 0.95; got %v", c.NVML.MemoryHighRatio)
 	if c.Ioctl.Enabled {
-		check(len(c.Ioctl.Devices) > 0, "ioctl.devices", "list at least one device, e.g. [{major: 195}]; or set ioctl.enabled: false")
+		check(len(c.Ioctl.Devices) > 0, "ioctl::devices", "list at least one device, e.g. [{major: 195}]; or set ioctl::enabled: false")
 		for i, d := range c.Ioctl.Devices {
 			if err := d.Validate(); err != nil {
-				errs = append(errs, fmt.Errorf("ioctl.devices[%d]: %w", i, err))
+				errs = append(errs, fmt.Errorf("ioctl::devices::%d: %w", i, err))
 			}
 		}
-		check(c.Ioctl.SlowThreshold > 0, "ioctl.slow_threshold", "must be positive, e.g. 100ms; got %v", c.Ioctl.SlowThreshold)
+		check(c.Ioctl.SlowThreshold > 0, "ioctl::slow_threshold", "must be positive, e.g. 100ms; got %v", c.Ioctl.SlowThreshold)
 		n := c.Ioctl.RingBufferSize
-		check(n >= 4096 && n&(n-1) == 0, "ioctl.ring_buffer_size",
+		check(n >= 4096 && n&(n-1) == 0, "ioctl::ring_buffer_size",
 			"must be a power of two of at least 4096 bytes, e.g. 1048576; got %d", n)
-		check(c.Ioctl.MaxProcesses > 0, "ioctl.max_processes", "must be positive, e.g. 256; got %d", c.Ioctl.MaxProcesses)
-		check(c.Ioctl.DevicePollInterval > 0, "ioctl.device_poll_interval", "must be positive, e.g. 10s; got %v", c.Ioctl.DevicePollInterval)
+		check(c.Ioctl.MaxProcesses > 0, "ioctl::max_processes", "must be positive, e.g. 256; got %d", c.Ioctl.MaxProcesses)
+		check(c.Ioctl.DevicePollInterval > 0, "ioctl::device_poll_interval", "must be positive, e.g. 10s; got %v", c.Ioctl.DevicePollInterval)
 		if c.Ioctl.DriverVersion != "" {
 			if _, err := ioctltrace.ParseDriverVersion(c.Ioctl.DriverVersion); err != nil {
-				errs = append(errs, fmt.Errorf("ioctl.driver_version: %w", err))
+				errs = append(errs, fmt.Errorf("ioctl::driver_version: %w", err))
 			}
 		}
 	}
-	check(!c.Kmsg.Enabled || c.Kmsg.Path != "", "kmsg.path", "must be set, e.g. /dev/kmsg; or set kmsg.enabled: false")
+	check(!c.Kmsg.Enabled || c.Kmsg.Path != "", "kmsg::path", "must be set, e.g. /dev/kmsg; or set kmsg::enabled: false")
 	if !c.NVML.Enabled && !c.Ioctl.Enabled && !c.Kmsg.Enabled {
 		errs = append(errs, errors.New("nvml.enabled, ioctl.enabled and kmsg.enabled are all false: enable at least one part, or remove the receiver"))
 	}

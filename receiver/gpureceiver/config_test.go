@@ -44,15 +44,15 @@ func TestValidateNamesKeyAndFix(t *testing.T) {
 		want string
 	}{
 		"no part":        {func(c *Config) { c.NVML.Enabled, c.Ioctl.Enabled, c.Kmsg.Enabled = false, false, false }, "enable at least one part"},
-		"kmsg path":      {func(c *Config) { c.Kmsg.Path = "" }, "kmsg.path: must be set"},
-		"ring size":      {func(c *Config) { c.Ioctl.RingBufferSize = 5000 }, "ioctl.ring_buffer_size: must be a power of two"},
-		"two selectors":  {func(c *Config) { c.Ioctl.Devices = []ioctltrace.DeviceMatch{{Major: &major, Path: "/dev/x"}} }, "ioctl.devices[0]: set exactly one of"},
-		"bad kind":       {func(c *Config) { c.Ioctl.Devices[0].Kind = "fb" }, `ioctl.devices[0]: kind: "fb" is not rm or uvm`},
-		"no devices":     {func(c *Config) { c.Ioctl.Devices = nil }, "ioctl.devices: list at least one device"},
-		"slow":           {func(c *Config) { c.Ioctl.SlowThreshold = 0 }, "ioctl.slow_threshold: must be positive"},
-		"poll":           {func(c *Config) { c.Ioctl.DevicePollInterval = 0 }, "ioctl.device_poll_interval: must be positive, e.g. 10s"},
-		"driver version": {func(c *Config) { c.Ioctl.DriverVersion = "latest" }, "ioctl.driver_version"},
-		"memory ratio":   {func(c *Config) { c.NVML.MemoryHighRatio = 95 }, "nvml.memory_high_ratio"},
+		"kmsg path":      {func(c *Config) { c.Kmsg.Path = "" }, "kmsg::path: must be set"},
+		"ring size":      {func(c *Config) { c.Ioctl.RingBufferSize = 5000 }, "ioctl::ring_buffer_size: must be a power of two"},
+		"two selectors":  {func(c *Config) { c.Ioctl.Devices = []ioctltrace.DeviceMatch{{Major: &major, Path: "/dev/x"}} }, "ioctl::devices::0: set exactly one of"},
+		"bad kind":       {func(c *Config) { c.Ioctl.Devices[0].Kind = "fb" }, `ioctl::devices::0: kind: "fb" is not rm or uvm`},
+		"no devices":     {func(c *Config) { c.Ioctl.Devices = nil }, "ioctl::devices: list at least one device"},
+		"slow":           {func(c *Config) { c.Ioctl.SlowThreshold = 0 }, "ioctl::slow_threshold: must be positive"},
+		"poll":           {func(c *Config) { c.Ioctl.DevicePollInterval = 0 }, "ioctl::device_poll_interval: must be positive, e.g. 10s"},
+		"driver version": {func(c *Config) { c.Ioctl.DriverVersion = "latest" }, "ioctl::driver_version"},
+		"memory ratio":   {func(c *Config) { c.NVML.MemoryHighRatio = 95 }, "nvml::memory_high_ratio"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg := createDefaultConfig().(*Config)

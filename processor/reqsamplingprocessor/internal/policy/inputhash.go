@@ -24,13 +24,13 @@ func NewInputHash(ranges []string) (*InputHash, error) {
 	for i, text := range ranges {
 		r, err := ParseHashRange(text)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("[%d]: %w", i, err))
+			errs = append(errs, fmt.Errorf("::%d: %w", i, err))
 			continue
 		}
 		h.ranges = append(h.ranges, r)
 	}
 	if len(ranges) == 0 {
-		errs = append(errs, errors.New("no ranges; list prefixes such as 00-09 or f7"))
+		errs = append(errs, errors.New(": no ranges; list prefixes such as 00-09 or f7"))
 	}
 	return h, errors.Join(errs...)
 }

@@ -33,7 +33,7 @@ func TestParseHashRange(t *testing.T) {
 	_, err = NewInputHash(nil)
 	assert.Error(t, err)
 	_, err = NewInputHash([]string{"f7", "zz"})
-	assert.ErrorContains(t, err, "[1]")
+	assert.ErrorContains(t, err, "::1:")
 }
 
 func FuzzParseHashRange(f *testing.F) {

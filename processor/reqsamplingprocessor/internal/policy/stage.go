@@ -19,11 +19,11 @@ func NewStage(patterns []string) (*Stage, error) {
 	var errs []error
 	for i, p := range patterns {
 		if p == "" {
-			errs = append(errs, fmt.Errorf("[%d]: empty pattern; write a glob such as cache/miss*", i))
+			errs = append(errs, fmt.Errorf("::%d: empty pattern; write a glob such as cache/miss*", i))
 		}
 	}
 	if len(patterns) == 0 {
-		errs = append(errs, errors.New("no patterns; list at least one glob such as cache/miss*"))
+		errs = append(errs, errors.New(": no patterns; list at least one glob such as cache/miss*"))
 	}
 	return &Stage{patterns: patterns}, errors.Join(errs...)
 }
