@@ -82,16 +82,19 @@ func newFieldTable(c *Config) (map[string]fieldRole, []error) {
 	return table, errs
 }
 
-// role looks up what to do with an attribute key. A nested key such as
-// request.prompt is also raw input or sensitive when its last segment is.
+// role looks up what to do with an attribute key: the field table, then, for
+// a key not in it, classify (gen_ai.prompt.0.content is raw input).
 func (c *compiled) role(k string) (fieldRole, bool) {
+	return c.roleIn(k, false)
+}
+
+// roleIn is role for a key of a span event, which may carry content (isContentEvent).
+func (c *compiled) roleIn(k string, contentEvent bool) (fieldRole, bool) {
 	if role, ok := c.fields[k]; ok {
 		return role, true
 	}
-	if i := strings.LastIndexByte(k, '.'); i >= 0 {
-		if leaf := c.fields[k[i+1:]]; leaf.input || leaf.sensitive {
-			return fieldRole{input: leaf.input, sensitive: leaf.sensitive}, true
-		}
+	if role := c.classify(k, contentEvent); role.input || role.sensitive {
+		return role, true
 	}
 	return fieldRole{}, false
 }

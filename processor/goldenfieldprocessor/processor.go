@@ -34,6 +34,8 @@ const (
 type compiled struct {
 	cfg          *Config
 	fields       map[string]fieldRole
+	segments     map[string]segmentKind // classify's table of path segments
+	paths        []configuredPath       // dotted raw input and sensitive keys
 	models       map[string]string
 	jsonLimits   extract.JSONLimits
 	text         *extract.Text
@@ -55,6 +57,7 @@ func compile(c *Config, set component.TelemetrySettings) (*compiled, error) {
 	var e []error
 	cc.fields, e = newFieldTable(c)
 	collect(e)
+	cc.segments, cc.paths = newSegmentKinds(c)
 	if _, err := extract.NewText(c.Extract.TextKeys, nil); err != nil {
 		errs = append(errs, fmt.Errorf("extract.text_keys: %w", err))
 	}

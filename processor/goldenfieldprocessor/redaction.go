@@ -97,7 +97,10 @@ func compileBodyPatterns(c *RedactionConfig) ([]bodyPattern, []error) {
 }
 
 // hashInput sets input_hash from the raw input field present that comes first
-// in the configured order, unless the record already has an input_hash.
+// in the configured order, unless the record already has an input_hash. A
+// source field is the key itself or its last segments (request.prompt), else
+// the first key under it in the record (gen_ai.prompt.0.content: the first
+// message of an indexed prompt, as instrumentations write them in order).
 func (c *compiled) hashInput(attrs pcommon.Map, sc *scratch) {
 	if len(sc.inputs) == 0 {
 		return
@@ -106,11 +109,13 @@ func (c *compiled) hashInput(attrs pcommon.Map, sc *scratch) {
 		return
 	}
 	for _, name := range c.cfg.InputHash.SourceFields {
-		for _, k := range sc.inputs {
-			if k == name || strings.HasSuffix(k, "."+name) {
-				v, _ := attrs.Get(k)
-				attrs.PutStr(golden.InputHash, golden.HashInputWith(v.AsString(), c.cfg.InputHash.Normalization))
-				return
+		for _, under := range [2]func(path, name string) bool{hasPathSuffix, hasPathPrefix} {
+			for _, k := range sc.inputs {
+				if under(k, name) {
+					v, _ := attrs.Get(k)
+					attrs.PutStr(golden.InputHash, golden.HashInputWith(v.AsString(), c.cfg.InputHash.Normalization))
+					return
+				}
 			}
 		}
 	}

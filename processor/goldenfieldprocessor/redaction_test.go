@@ -44,6 +44,21 @@ func TestInputHashAndRedaction(t *testing.T) {
 			want:  map[string]any{golden.InputHash: golden.HashInput(prompt)},
 		},
 		{
+			name:  "an indexed prompt is hashed from its first content; the role stays",
+			attrs: map[string]any{"gen_ai.prompt.0.role": "user", "gen_ai.prompt.0.content": prompt, "gen_ai.prompt.1.content": "later", "gen_ai.completion.0.content": "answer"},
+			want:  map[string]any{golden.InputHash: golden.HashInput(prompt), "gen_ai.prompt.0.role": "user"},
+		},
+		{
+			name:  "OpenInference input.value is raw input, output.value is redacted, the token count renamed",
+			attrs: map[string]any{"output.value": "answer", "input.value": prompt, "input.mime_type": "text/plain", "llm.token_count.prompt": 5},
+			want:  map[string]any{golden.InputHash: golden.HashInput(prompt), "input.mime_type": "text/plain", golden.InputTokens: int64(5)},
+		},
+		{
+			name:  "a source field written whole wins over an indexed one",
+			attrs: map[string]any{"llm.input_messages.0.message.content": "first", "gen_ai.prompt": prompt},
+			want:  map[string]any{golden.InputHash: golden.HashInput(prompt)},
+		},
+		{
 			name:  "lowercase normalization",
 			cfg:   withConfig(func(c *Config) { c.InputHash.Normalization = golden.NormalizeLowercase }),
 			attrs: map[string]any{"prompt": prompt},
