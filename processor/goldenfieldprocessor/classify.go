@@ -1,7 +1,10 @@
 package goldenfieldprocessor
 
 import (
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 )
 
 // segmentKind is what one segment of a dotted attribute path says about the
@@ -34,25 +37,36 @@ var contentWords = []string{"prompt", "prompts", "completion", "completions", "m
 // content; in such an event "message" is a content key too.
 var contentEventWords = append([]string{"message", "choice"}, contentWords...)
 
-// Words that make the last word of a compound segment a quantity or a descriptor.
-var (
-	quantityWords   = []string{"tokens", "count", "length", "size", "bytes", "usage"}
-	descriptorWords = []string{"role", "type", "id", "hash", "reason", "reasons", "name", "index", "encoding"}
-)
+// wordKinds are the kinds of the words of a compound segment: any content word
+// makes it content, unless its last word makes it a quantity or a descriptor.
+var wordKinds = func() map[string]segmentKind {
+	kinds := map[string]segmentKind{}
+	for _, w := range contentWords {
+		kinds[w] = segmentContent
+	}
+	for _, w := range []string{"tokens", "count", "length", "size", "bytes", "usage"} {
+		kinds[w] = segmentQuantity
+	}
+	for _, w := range []string{"role", "type", "id", "hash", "reason", "reasons", "name", "index", "encoding"} {
+		kinds[w] = segmentDescriptor
+	}
+	return kinds
+}()
 
 // newSegmentKinds is the table segmentKind looks whole segments up in: the
 // built-in words, then the configured raw input (content) and sensitive keys,
 // which win over a built-in meaning. Dotted configured names go to pathNames.
-func newSegmentKinds(c *Config) (map[string]segmentKind, []configuredPath) {
+func newSegmentKinds(c *Config) (map[string]segmentKind, map[string][]configuredPath) {
 	kinds := map[string]segmentKind{"input": segmentContent, "output": segmentContent}
 	for _, w := range contentWords {
 		kinds[w] = segmentContent
 	}
-	var paths []configuredPath
+	paths := map[string][]configuredPath{}
 	add := func(names []string, kind segmentKind) {
 		for _, name := range names {
-			if strings.Contains(name, ".") {
-				paths = append(paths, configuredPath{name, kind})
+			if _, leaf := cutLastSegment(name); leaf != name {
+				leaf = strings.ToLower(leaf)
+				paths[leaf] = append(paths[leaf], configuredPath{name, kind})
 			} else {
 				kinds[strings.ToLower(name)] = kind
 			}
@@ -63,6 +77,32 @@ func newSegmentKinds(c *Config) (map[string]segmentKind, []configuredPath) {
 		add(c.Redaction.Attributes, segmentSensitive)
 	}
 	return kinds, paths
+}
+
+// classifyCacheSize bounds the keys whose classification is remembered: the
+// keys a deployment's services write repeat, and keys made up per record
+// (hostile or not) are classified each time once it is full.
+const classifyCacheSize = 4096
+
+// classifyCache remembers classify's answers for keys outside content events;
+// the processor is on the hot path, and classifying a key takes a map lookup
+// per segment and per word.
+type classifyCache struct {
+	roles sync.Map // string -> fieldRole
+	size  atomic.Int64
+}
+
+func (cc *classifyCache) get(k string, classify func() fieldRole) fieldRole {
+	if role, ok := cc.roles.Load(k); ok {
+		return role.(fieldRole)
+	}
+	role := classify()
+	if cc.size.Load() < classifyCacheSize {
+		if _, loaded := cc.roles.LoadOrStore(strings.Clone(k), role); !loaded {
+			cc.size.Add(1)
+		}
+	}
+	return role
 }
 
 // configuredPath is a dotted source field or sensitive attribute: it matches a
@@ -78,7 +118,7 @@ type configuredPath struct {
 // key under it except one ending in a descriptor (gen_ai.prompt.0.role). In a
 // content-bearing span event, "message" opens content too.
 func (c *compiled) classify(path string, contentEvent bool) fieldRole {
-	root, last := segmentPlain, segmentPlain
+	root, last, lastSeg := segmentPlain, segmentPlain, ""
 	lastIsRoot := false
 	for rest := path; rest != ""; {
 		seg := rest
@@ -101,10 +141,10 @@ func (c *compiled) classify(path string, contentEvent bool) fieldRole {
 		if lastIsRoot {
 			root = kind
 		}
-		last = kind
+		last, lastSeg = kind, seg
 	}
 	if root == segmentPlain {
-		root = c.configuredPathKind(path)
+		root = c.configuredPathKind(path, lastSeg)
 	}
 	if last == segmentDescriptor && !lastIsRoot {
 		return fieldRole{}
@@ -112,8 +152,11 @@ func (c *compiled) classify(path string, contentEvent bool) fieldRole {
 	return fieldRole{input: root == segmentContent, sensitive: root == segmentSensitive}
 }
 
-func (c *compiled) configuredPathKind(path string) segmentKind {
-	for _, p := range c.paths {
+// configuredPathKind is the kind of the dotted configured name path ends
+// with, looked up by its last segment (leaf).
+func (c *compiled) configuredPathKind(path, leaf string) segmentKind {
+	candidates, _ := lookupFold(c.paths, leaf)
+	for _, p := range candidates {
 		if hasPathSuffix(path, p.name) {
 			return p.kind
 		}
@@ -127,19 +170,17 @@ func (c *compiled) segmentKind(seg string) segmentKind {
 	if isIndex(seg) {
 		return segmentIndex
 	}
-	if kind, ok := c.lookupSegment(seg); ok {
+	if kind, ok := lookupFold(c.segments, seg); ok {
 		return kind
 	}
-	lastWord, content := "", false
+	lastWord, content := segmentPlain, false
 	forEachWord(seg, func(w string) {
-		lastWord = w
-		content = content || containsFold(contentWords, w)
+		lastWord, _ = lookupFold(wordKinds, w)
+		content = content || lastWord == segmentContent
 	})
 	switch {
-	case containsFold(quantityWords, lastWord):
-		return segmentQuantity
-	case containsFold(descriptorWords, lastWord):
-		return segmentDescriptor
+	case lastWord == segmentQuantity || lastWord == segmentDescriptor:
+		return lastWord
 	case content:
 		return segmentContent
 	}
@@ -151,7 +192,9 @@ func (c *compiled) segmentKind(seg string) segmentKind {
 func isContentEvent(name string) bool {
 	found := false
 	for seg := range strings.SplitSeq(name, ".") {
-		forEachWord(seg, func(w string) { found = found || containsFold(contentEventWords, w) })
+		forEachWord(seg, func(w string) {
+			found = found || slices.ContainsFunc(contentEventWords, func(x string) bool { return strings.EqualFold(x, w) })
+		})
 	}
 	return found
 }
@@ -160,29 +203,20 @@ func isContentEvent(name string) bool {
 // lower-to-upper case changes (input_messages, inputMessages).
 func forEachWord(seg string, f func(string)) {
 	start := 0
-	for i := 1; i <= len(seg); i++ {
-		if i < len(seg) && !isWordBreak(seg, i) {
-			continue
-		}
-		if w := strings.Trim(seg[start:i], "_-"); w != "" {
-			f(w)
-		}
-		start = i
-	}
-}
-
-func isWordBreak(s string, i int) bool {
-	c, prev := s[i], s[i-1]
-	return c == '_' || c == '-' || 'A' <= c && c <= 'Z' && 'a' <= prev && prev <= 'z'
-}
-
-func containsFold(words []string, w string) bool {
-	for _, x := range words {
-		if strings.EqualFold(x, w) {
-			return true
+	for i := 0; i <= len(seg); i++ {
+		switch {
+		case i < len(seg) && (seg[i] == '_' || seg[i] == '-'):
+			if i > start {
+				f(seg[start:i])
+			}
+			start = i + 1
+		case i == len(seg) || i > start && 'A' <= seg[i] && seg[i] <= 'Z' && 'a' <= seg[i-1] && seg[i-1] <= 'z':
+			if i > start {
+				f(seg[start:i])
+			}
+			start = i
 		}
 	}
-	return false
 }
 
 func isIndex(seg string) bool {
@@ -194,24 +228,24 @@ func isIndex(seg string) bool {
 	return seg != ""
 }
 
-// lookupSegment looks seg up case-insensitively without allocating: an
-// uppercase segment is lowered into a stack buffer (Go does not copy a
-// []byte converted to string for a map index).
-func (c *compiled) lookupSegment(seg string) (segmentKind, bool) {
+// lookupFold looks key up in m, whose keys are lowercase, case-insensitively
+// and without allocating: an uppercase key is lowered into a stack buffer (Go
+// does not copy a []byte converted to string to index a map).
+func lookupFold[V any](m map[string]V, key string) (V, bool) {
 	var buf [64]byte
-	if len(seg) > len(buf) || strings.IndexFunc(seg, func(r rune) bool { return 'A' <= r && r <= 'Z' }) < 0 {
-		kind, ok := c.segments[seg]
-		return kind, ok
+	if len(key) > len(buf) || strings.IndexFunc(key, func(r rune) bool { return 'A' <= r && r <= 'Z' }) < 0 {
+		v, ok := m[key]
+		return v, ok
 	}
-	b := buf[:len(seg)]
-	for i := range len(seg) {
-		b[i] = seg[i]
+	b := buf[:len(key)]
+	for i := range len(key) {
+		b[i] = key[i]
 		if 'A' <= b[i] && b[i] <= 'Z' {
 			b[i] += 'a' - 'A'
 		}
 	}
-	kind, ok := c.segments[string(b)]
-	return kind, ok
+	v, ok := m[string(b)]
+	return v, ok
 }
 
 // hasPathSuffix reports whether path, its numeric segments ignored, ends with

@@ -90,3 +90,25 @@ func TestClassifyMutations(t *testing.T) {
 		}
 	}
 }
+
+// keyMention finds a sensitive key written as a key in text, where classify
+// says so: a quantity or a descriptor written as a key, or a mere mention, is no key.
+func TestKeyMention(t *testing.T) {
+	c := newCompiled(t, defaultConfig())
+	for s, want := range map[string]int{
+		`{"prompt": "x"`:                    2,
+		`bad request: prompts='x'`:          13,
+		`{"input_messages":[`:               2,
+		`{"input.value": "x"`:               2,
+		`gen_ai.prompt.0.role: user`:        26,
+		`usage prompt_tokens=5`:             21,
+		`the prompt was long`:               19,
+		`{"a":{"gen_ai.completion" : "x"`:   7,
+		`content-type: json`:                18,
+		`message: hi`:                       11,
+		`Bad request: {"systemPrompt": "x"`: 15,
+		`failed password=hunter2 for user`:  7,
+	} {
+		assert.Equal(t, want, c.keyMention(s), s)
+	}
+}

@@ -40,6 +40,9 @@ func (c *compiled) extractBody(body pcommon.Value, attrs pcommon.Map, sc *scratc
 			t.sanitized[issueBodyTooLarge]++
 		}
 		c.parseBody(s, sc, t)
+		if c.cfg.Redaction.Enabled {
+			c.scrubRawFields(sc, t)
+		}
 		for _, f := range sc.fields {
 			if sc.format == formatText && c.isModelKey(f.Key) && plainWord(f.Str) {
 				// "INFO model: model forward completed" names no model.

@@ -93,10 +93,13 @@ func (c *compiled) roleIn(k string, contentEvent bool) (fieldRole, bool) {
 	if role, ok := c.fields[k]; ok {
 		return role, true
 	}
-	if role := c.classify(k, contentEvent); role.input || role.sensitive {
-		return role, true
+	var role fieldRole
+	if contentEvent {
+		role = c.classify(k, true)
+	} else {
+		role = c.classified.get(k, func() fieldRole { return c.classify(k, false) })
 	}
-	return fieldRole{}, false
+	return role, role.input || role.sensitive
 }
 
 // normalize copies aliases to canonical names, converts numeric fields,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,13 +35,15 @@ const (
 type compiled struct {
 	cfg          *Config
 	fields       map[string]fieldRole
-	segments     map[string]segmentKind // classify's table of path segments
-	paths        []configuredPath       // dotted raw input and sensitive keys
+	segments     map[string]segmentKind      // classify's table of path segments
+	paths        map[string][]configuredPath // dotted raw input and sensitive keys, by last segment
+	classified   *classifyCache
 	models       map[string]string
 	jsonLimits   extract.JSONLimits
 	text         *extract.Text
 	bodyPatterns []bodyPattern
 	secretNames  []string // raw input and sensitive keys, searched for in unparsed body text
+	keyNames     []string // those and the content words, searched for as keys in text (keyMention)
 	validator    *validator
 	drop         dropPolicy
 }
@@ -58,6 +61,7 @@ func compile(c *Config, set component.TelemetrySettings) (*compiled, error) {
 	cc.fields, e = newFieldTable(c)
 	collect(e)
 	cc.segments, cc.paths = newSegmentKinds(c)
+	cc.classified = new(classifyCache)
 	if _, err := extract.NewText(c.Extract.TextKeys, nil); err != nil {
 		errs = append(errs, fmt.Errorf("extract.text_keys: %w", err))
 	}
@@ -72,6 +76,11 @@ func compile(c *Config, set component.TelemetrySettings) (*compiled, error) {
 	cc.bodyPatterns, e = compileBodyPatterns(&c.Redaction)
 	collect(e)
 	cc.secretNames = slices.Concat(c.InputHash.SourceFields, c.Redaction.Attributes)
+	for _, name := range slices.Concat(cc.secretNames, contentWords, []string{"input", "output"}) {
+		cc.keyNames = append(cc.keyNames, strings.ToLower(name))
+	}
+	slices.Sort(cc.keyNames)
+	cc.keyNames = slices.Compact(cc.keyNames)
 	cc.validator, e = newValidator(&c.Validation, cc.fields, set)
 	collect(e)
 	cc.drop, e = newDropPolicy(&c.Action)
@@ -94,7 +103,7 @@ type scratch struct {
 	preferred []string // those of them that win over the others (golden.Alias.Preferred)
 	numeric   []string // numeric attributes present
 	failures  []failure
-	masks     [][2]int // body byte ranges to mask
+	masks     []bodyMask
 }
 
 func (sc *scratch) reset() {
@@ -205,10 +214,12 @@ func (p *goldenProcessor) processLogs(ctx context.Context, ld plog.Logs) (plog.L
 	for i := 0; i < rls.Len(); i++ {
 		rl := rls.At(i)
 		service := serviceName(rl.Resource())
+		p.c.redactAttributes(rl.Resource().Attributes(), false, targetResource, &t)
 		valid, invalid := t.valid, t.invalid
 		sls := rl.ScopeLogs()
 		for j := 0; j < sls.Len(); j++ {
 			sl := sls.At(j)
+			p.c.redactAttributes(sl.Scope().Attributes(), false, targetScope, &t)
 			sl.LogRecords().RemoveIf(func(lr plog.LogRecord) bool {
 				if lr.EventName() == golden.SchemaDriftEvent { // from an upstream goldenfield: not service data
 					return false
@@ -257,10 +268,12 @@ func (p *goldenProcessor) processTraces(ctx context.Context, td ptrace.Traces) (
 	for i := 0; i < rss.Len(); i++ {
 		rs := rss.At(i)
 		service := serviceName(rs.Resource())
+		p.c.redactAttributes(rs.Resource().Attributes(), false, targetResource, &t)
 		valid, invalid := t.valid, t.invalid
 		sss := rs.ScopeSpans()
 		for j := 0; j < sss.Len(); j++ {
 			ss := sss.At(j)
+			p.c.redactAttributes(ss.Scope().Attributes(), false, targetScope, &t)
 			ss.Spans().RemoveIf(func(span ptrace.Span) bool {
 				sc.reset()
 				r = recordView{
@@ -271,6 +284,7 @@ func (p *goldenProcessor) processTraces(ctx context.Context, td ptrace.Traces) (
 					hasStatus: span.Status().Code() != ptrace.StatusCodeUnset,
 				}
 				p.process(&r, signalTraces, span.StartTimestamp().AsTime(), &sc, &t)
+				p.c.redactSpan(span, &t)
 				if rules := p.c.validator.spanRules; len(rules) > 0 {
 					tCtx := ottlspan.NewTransformContext(rs, ss, span)
 					evalRules(ctx, rules, tCtx, &sc, p.logger)

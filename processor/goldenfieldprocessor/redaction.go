@@ -2,13 +2,16 @@ package goldenfieldprocessor
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"slices"
 	"strings"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/loom-otel/loom/internal/extract"
 	"github.com/loom-otel/loom/internal/golden"
 )
 
@@ -36,20 +39,21 @@ var builtinPatterns = map[string]func() bodyPattern{
 			hint: func(s string) bool { return strings.IndexByte(s, '@') >= 0 },
 		}
 	},
-	// Separators are required, so timestamps, ids and plain numbers never match.
+	// Separators, or a leading + and country code, are required, so
+	// timestamps, ids and plain numbers never match. North American numbers
+	// (415-555-0132, (415) 555-0132), then international ones in the groups
+	// national formats use (+44 20 7946 0958, +49 30 12345678, +33 1 23 45 67 89).
 	patternPhone: func() bodyPattern {
 		return bodyPattern{
-			re:   regexp.MustCompile(`(?:\+\d{1,3}[ .-]?)?(?:\(\d{3}\)[ .-]?|\b\d{3}[ .-])\d{3}[ .-]\d{4}\b`),
-			hint: hasPhoneTail,
+			re: regexp.MustCompile(`(?:\+\d{1,3}[ .-]?)?(?:\(\d{3}\)[ .-]?|\b\d{3}[ .-])\d{3}[ .-]\d{4}\b` +
+				`|\+\d{1,3}[ .-]?\(?\d{1,5}\)?(?:[ .-]?\d{2,5}){2,5}\b`),
+			hint: func(s string) bool { return hasPhoneTail(s) || hasCountryCode(s) },
 		}
 	},
 	patternAPIKey: func() bodyPattern {
-		prefixes := []string{"sk-", "AKIA", "Bearer ", "bearer ", "ghp_", "gho_", "ghs_", "ghu_", "xox"}
 		return bodyPattern{
-			re: regexp.MustCompile(`\bsk-[A-Za-z0-9_-]{16,}|\bAKIA[0-9A-Z]{16}\b|(?i:bearer)\s+[A-Za-z0-9._~+/-]{16,}=*|\bgh[posu]_[A-Za-z0-9]{30,}|\bxox[abprs]-[A-Za-z0-9-]{10,}`),
-			hint: func(s string) bool {
-				return slices.ContainsFunc(prefixes, func(p string) bool { return strings.Contains(s, p) })
-			},
+			re:   regexp.MustCompile(`\bsk-[A-Za-z0-9_-]{16,}|\bAKIA[0-9A-Z]{16}\b|(?i:bearer)\s+[A-Za-z0-9._~+/-]{16,}=*|\bgh[posu]_[A-Za-z0-9]{30,}|\bxox[abprs]-[A-Za-z0-9-]{10,}`),
+			hint: hasKeyPrefix,
 		}
 	},
 }
@@ -71,6 +75,47 @@ func hasPhoneTail(s string) bool {
 		if j-i-1 == 4 {
 			return true
 		}
+	}
+	return false
+}
+
+// hasKeyPrefix reports whether s has a prefix some API key or token the
+// api_key pattern accepts starts with (sk-, AKIA, Bearer, gh?_, xox), in one
+// pass: it runs on every string attribute.
+func hasKeyPrefix(s string) bool {
+	for i := 0; i < len(s); i++ {
+		rest := s[i:]
+		var ok bool
+		switch s[i] {
+		case 's':
+			ok = strings.HasPrefix(rest, "sk-")
+		case 'A':
+			ok = strings.HasPrefix(rest, "AKIA")
+		case 'B', 'b':
+			ok = strings.HasPrefix(rest[1:], "earer ")
+		case 'g':
+			ok = len(rest) > 3 && rest[1] == 'h' && rest[3] == '_' && strings.IndexByte("posu", rest[2]) >= 0
+		case 'x':
+			ok = strings.HasPrefix(rest, "xox")
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+// hasCountryCode reports whether s has a '+' followed by a digit.
+func hasCountryCode(s string) bool {
+	for i := strings.IndexByte(s, '+'); i >= 0 && i+1 < len(s); {
+		if s[i+1] >= '0' && s[i+1] <= '9' {
+			return true
+		}
+		next := strings.IndexByte(s[i+1:], '+')
+		if next < 0 {
+			return false
+		}
+		i += 1 + next
 	}
 	return false
 }
@@ -123,69 +168,173 @@ func (c *compiled) hashInput(attrs pcommon.Map, sc *scratch) {
 
 // removeAttributes removes, in one pass, the aliases that were copied to their
 // canonical names and, unless they are masked, raw input and sensitive
-// attributes. With redaction off, raw input is kept and only sanitized.
+// attributes; in the values left it redacts at any depth (scrubValue). With
+// redaction off, raw input is kept and only sanitized.
 func (c *compiled) removeAttributes(attrs pcommon.Map, sc *scratch, t *tally) {
 	redact := c.cfg.Redaction.Enabled
-	if redact {
-		t.redactions[targetInput] += int64(len(sc.inputs))
-		t.redactions[targetAttribute] += int64(len(sc.secrets))
-	} else {
+	if !redact {
 		for _, k := range sc.inputs {
 			if v, ok := attrs.Get(k); ok && v.Type() == pcommon.ValueTypeStr {
 				c.sanitize(v, t)
 			}
 		}
-	}
-	if redact && c.cfg.Redaction.Mode == RedactionMask {
-		for _, k := range slices.Concat(sc.inputs, sc.secrets) {
-			attrs.PutStr(k, redactedValue)
+		if len(sc.aliases) == 0 {
+			return
 		}
-		redact = false
 	}
-	if len(sc.aliases) == 0 && (!redact || len(sc.inputs)+len(sc.secrets) == 0) {
-		return
-	}
-	attrs.RemoveIf(func(k string, _ pcommon.Value) bool {
+	attrs.RemoveIf(func(k string, v pcommon.Value) bool {
 		role, _ := c.role(k)
-		return role.canonical != "" && !role.keep || redact && (role.input || role.sensitive)
+		switch {
+		case role.canonical != "" && !role.keep:
+			return true
+		case !redact:
+			return false
+		case role.input || role.sensitive:
+			return c.redactValue(v, role, targetAttribute, t)
+		}
+		c.scrubValue(v, k, false, targetAttribute, t)
+		return false
 	})
 }
 
+// redactValue counts a raw input or sensitive value at where and masks it, or
+// says to remove it.
+func (c *compiled) redactValue(v pcommon.Value, role fieldRole, where target, t *tally) (remove bool) {
+	t.redacted(where, role)
+	if c.cfg.Redaction.Mode == RedactionMask {
+		v.SetStr(redactedValue)
+		return false
+	}
+	return true
+}
+
+// redactAttributes redacts a map of attributes outside the record's own:
+// resource, scope, span event and link attributes.
+func (c *compiled) redactAttributes(attrs pcommon.Map, contentEvent bool, where target, t *tally) {
+	if c.cfg.Redaction.Enabled {
+		c.scrubMap(attrs, "", contentEvent, where, t)
+	}
+}
+
+// scrubValue redacts under v, at any depth, the values of raw input and
+// sensitive keys, named by their dotted path from path (list positions add no
+// segment), and masks the body patterns in every string left.
+func (c *compiled) scrubValue(v pcommon.Value, path string, contentEvent bool, where target, t *tally) {
+	switch v.Type() {
+	case pcommon.ValueTypeStr:
+		if s := c.maskPatterns(v.Str(), where, t); s != v.Str() {
+			v.SetStr(s)
+		}
+	case pcommon.ValueTypeMap:
+		c.scrubMap(v.Map(), path, contentEvent, where, t)
+	case pcommon.ValueTypeSlice:
+		vs := v.Slice()
+		for i := range vs.Len() {
+			c.scrubValue(vs.At(i), path, contentEvent, where, t)
+		}
+	}
+}
+
+func (c *compiled) scrubMap(m pcommon.Map, prefix string, contentEvent bool, where target, t *tally) {
+	m.RemoveIf(func(k string, v pcommon.Value) bool {
+		if prefix != "" {
+			k = prefix + "." + k
+		}
+		if role, _ := c.roleIn(k, contentEvent); role.input || role.sensitive {
+			return c.redactValue(v, role, where, t)
+		}
+		c.scrubValue(v, k, contentEvent, where, t)
+		return false
+	})
+}
+
+// redactText redacts free text that names no fields, such as a span name or
+// status message: cut at the first mention of a raw input or sensitive key,
+// then the body patterns masked.
+func (c *compiled) redactText(s string, where target, t *tally) string {
+	if !c.cfg.Redaction.Enabled {
+		return s
+	}
+	return c.maskPatterns(c.cutAtSecret(s, false, where, t), where, t)
+}
+
+// redactSpan redacts what a span carries besides its attributes: its name and
+// status message, its events' names and attributes (all of an event that says
+// it carries content, isContentEvent) and its links' attributes.
+func (c *compiled) redactSpan(span ptrace.Span, t *tally) {
+	if !c.cfg.Redaction.Enabled {
+		return
+	}
+	if name := c.redactText(span.Name(), targetSpanName, t); name != span.Name() {
+		span.SetName(name)
+	}
+	if msg := c.redactText(span.Status().Message(), targetStatusMessage, t); msg != span.Status().Message() {
+		span.Status().SetMessage(msg)
+	}
+	events := span.Events()
+	for i := range events.Len() {
+		e := events.At(i)
+		c.redactAttributes(e.Attributes(), isContentEvent(e.Name()), targetEvent, t)
+		if name := c.redactText(e.Name(), targetEvent, t); name != e.Name() {
+			e.SetName(name)
+		}
+	}
+	links := span.Links()
+	for i := range links.Len() {
+		c.redactAttributes(links.At(i).Attributes(), false, targetLink, t)
+	}
+}
+
 // redactBody masks, in a log body, the values of raw input and sensitive
-// fields found by extraction and everything the body patterns match.
+// fields found by extraction and everything the body patterns match. A body
+// not parsed whole as JSON or logfmt is cut at the first key that may hold them.
 func (c *compiled) redactBody(body pcommon.Value, sc *scratch, t *tally) {
 	if !c.cfg.Redaction.Enabled {
 		return
 	}
-	switch body.Type() {
-	case pcommon.ValueTypeMap:
-		t.redactions[targetBody] += int64(c.redactMap(body.Map(), "", 1))
-	case pcommon.ValueTypeStr:
-		s := c.maskFields(body.Str(), sc, t)
-		if sc.oversized {
-			s = c.cutAtSecret(s, t)
-		}
-		for _, p := range c.bodyPatterns {
-			if p.hint != nil && !p.hint(s) {
-				continue
-			}
-			s = p.re.ReplaceAllStringFunc(s, func(string) string {
-				t.redactions[targetBody]++
-				return redactedValue
-			})
-		}
-		if s != body.Str() {
-			body.SetStr(s)
-		}
+	if body.Type() != pcommon.ValueTypeStr {
+		c.scrubValue(body, "", false, targetBody, t)
+		return
+	}
+	s := c.maskFields(body.Str(), sc, t)
+	if sc.oversized || sc.format != formatJSON && sc.format != formatLogfmt {
+		s = c.cutAtSecret(s, sc.oversized, targetBody, t)
+	}
+	if s = c.maskPatterns(s, targetBody, t); s != body.Str() {
+		body.SetStr(s)
 	}
 }
 
-// maskFields replaces the text of sensitive extracted values in s.
+// maskPatterns masks in s what the body patterns match, counted at where.
+func (c *compiled) maskPatterns(s string, where target, t *tally) string {
+	for _, p := range c.bodyPatterns {
+		if p.hint != nil && !p.hint(s) {
+			continue
+		}
+		s = p.re.ReplaceAllStringFunc(s, func(string) string {
+			t.redactions[where]++
+			return redactedValue
+		})
+	}
+	return s
+}
+
+// bodyMask replaces a body's bytes [start, end) with text, or with the
+// redacted value when text is empty.
+type bodyMask struct {
+	start, end int
+	text       string
+}
+
+// maskFields replaces the text of sensitive extracted values in s, and that
+// of the JSON fields scrubRawFields redacted.
 func (c *compiled) maskFields(s string, sc *scratch, t *tally) string {
 	sc.masks = sc.masks[:0]
 	for _, f := range sc.fields {
 		if role, _ := c.role(f.Key); role.input || role.sensitive {
-			sc.masks = append(sc.masks, [2]int{f.Start, f.End})
+			sc.masks = append(sc.masks, bodyMask{start: f.Start, end: f.End})
+		} else if f.Kind == extract.Raw && f.Str != s[f.Start:f.End] { // scrubbed by scrubRawFields
+			sc.masks = append(sc.masks, bodyMask{f.Start, f.End, f.Str})
 		}
 	}
 	if len(sc.masks) == 0 {
@@ -195,59 +344,122 @@ func (c *compiled) maskFields(s string, sc *scratch, t *tally) string {
 	if sc.format == formatJSON {
 		mask = `"` + redactedValue + `"` // the body stays valid JSON
 	}
-	slices.SortFunc(sc.masks, func(a, b [2]int) int { return cmp.Compare(a[0], b[0]) })
+	slices.SortFunc(sc.masks, func(a, b bodyMask) int { return cmp.Compare(a.start, b.start) })
 	var b strings.Builder
 	last := 0
 	for _, m := range sc.masks {
-		if m[0] < last { // overlaps a span already masked
+		if m.start < last { // overlaps a span already masked
 			continue
 		}
-		b.WriteString(s[last:m[0]])
-		b.WriteString(mask)
-		last = m[1]
-		t.redactions[targetBody]++
+		b.WriteString(s[last:m.start])
+		if m.text != "" {
+			b.WriteString(m.text) // counted by scrubJSON
+		} else {
+			b.WriteString(mask)
+			t.redactions[targetBody]++
+		}
+		last = m.end
 	}
 	b.WriteString(s[last:])
 	return b.String()
 }
 
-// cutAtSecret cuts a body that was too large to parse whole at the first
-// mention of a raw input or sensitive key: the value after it could not be
-// found, so it cannot be masked and must not leave.
-func (c *compiled) cutAtSecret(s string, t *tally) string {
-	cut := len(s)
-	for _, name := range c.secretNames {
-		if i := strings.Index(s[:cut], name); i >= 0 {
-			cut = i
+// scrubRawFields redacts, in the JSON text of each object nested deeper than
+// extraction goes and each array (kept whole as one field), the values that a
+// structured body would have redacted, before the field becomes an attribute.
+func (c *compiled) scrubRawFields(sc *scratch, t *tally) {
+	for i := range sc.fields {
+		if f := &sc.fields[i]; f.Kind == extract.Raw && c.keyMention(f.Str) < len(f.Str) {
+			f.Str = c.scrubJSON(f.Str, f.Key, t)
+		}
+	}
+}
+
+// scrubJSON redacts JSON text found under the body key path as scrubValue
+// does a structured body, and returns it re-encoded when anything changed.
+func (c *compiled) scrubJSON(text, path string, t *tally) string {
+	var raw any
+	v := pcommon.NewValueEmpty()
+	if json.Unmarshal([]byte(text), &raw) != nil || v.FromRaw(raw) != nil {
+		t.redactions[targetBody]++
+		return `"` + redactedValue + `"`
+	}
+	before := t.redactions[targetBody]
+	c.scrubValue(v, path, false, targetBody, t)
+	if t.redactions[targetBody] == before {
+		return text
+	}
+	out, err := json.Marshal(v.AsRaw())
+	if err != nil {
+		return `"` + redactedValue + `"`
+	}
+	return string(out)
+}
+
+// cutAtSecret cuts text whose values could not all be found at the first
+// place it names a raw input or sensitive key as a key (keyMention). With
+// anyMention, for a body too large to parse whole, any mention of a
+// configured name cuts too: the value after it could not be masked.
+func (c *compiled) cutAtSecret(s string, anyMention bool, where target, t *tally) string {
+	cut := c.keyMention(s)
+	if anyMention {
+		for _, name := range c.secretNames {
+			if i := strings.Index(s[:cut], name); i >= 0 {
+				cut = i
+			}
 		}
 	}
 	if cut == len(s) {
 		return s
 	}
-	t.redactions[targetBody]++
+	t.redactions[where]++
 	return s[:cut] + redactedValue
 }
 
-// redactMap applies the attribute redaction to a structured body, nested keys
-// named by their dotted path, and returns the number of values redacted.
-func (c *compiled) redactMap(m pcommon.Map, prefix string, depth int) int {
-	n := 0
-	mask := c.cfg.Redaction.Mode == RedactionMask
-	m.RemoveIf(func(k string, v pcommon.Value) bool {
-		if prefix != "" {
-			k = prefix + "." + k
-		}
-		if role, _ := c.role(k); role.input || role.sensitive {
-			n++
-			if mask {
-				v.SetStr(redactedValue)
+// keyMention returns the offset of the first key in s that classify calls raw
+// input or sensitive, written as a key: a name (dotted, as in input.value)
+// containing one of keyNames in any case, then an optional closing quote, optional spaces
+// and ':' or '='. It returns len(s) if there is none.
+func (c *compiled) keyMention(s string) int {
+	folded := strings.ToLower(s) // s itself unless it has uppercase letters
+	if len(folded) != len(s) {   // a letter whose case changes its length: offsets would differ
+		folded = s
+	}
+	cut := len(s)
+	for _, name := range c.keyNames {
+		for from := 0; from < cut; {
+			i := strings.Index(folded[from:cut], name)
+			if i < 0 {
+				break
 			}
-			return !mask
+			start, end := i+from, i+from+len(name)
+			for start > 0 && isKeyByte(s[start-1]) {
+				start--
+			}
+			for end < len(s) && isKeyByte(s[end]) {
+				end++
+			}
+			if role, _ := c.role(s[start:end]); (role.input || role.sensitive) && isKeyEnd(s, end) {
+				cut = start
+				break
+			}
+			from = end
 		}
-		if v.Type() == pcommon.ValueTypeMap && depth < c.cfg.Extract.MaxDepth {
-			n += c.redactMap(v.Map(), k, depth+1)
-		}
-		return false
-	})
-	return n
+	}
+	return cut
+}
+
+func isKeyByte(b byte) bool {
+	return 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9' || b == '_' || b == '.' || b == '-'
+}
+
+// isKeyEnd says whether s, from i, ends a key: an optional quote, spaces, then ':' or '='.
+func isKeyEnd(s string, i int) bool {
+	if i < len(s) && (s[i] == '"' || s[i] == '\'') {
+		i++
+	}
+	for i < len(s) && s[i] == ' ' {
+		i++
+	}
+	return i < len(s) && (s[i] == ':' || s[i] == '=')
 }

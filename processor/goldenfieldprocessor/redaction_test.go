@@ -122,6 +122,16 @@ func TestBodyRedaction(t *testing.T) {
 	})
 }
 
+func TestPatternHints(t *testing.T) {
+	for s, want := range map[string]bool{"sk-x": true, "AKIA": true, "Bearer x": true, "bearer x": true, "ghp_x": true, "ghu_x": true, "xoxb": true,
+		"ask me": false, "ghx_": false, "gh": false, "b": false, "": false, "AKI": false} {
+		assert.Equal(t, want, hasKeyPrefix(s), s)
+	}
+	for s, want := range map[string]bool{"+44 20": true, "a+1": true, "+": false, "1+": false, "+x +2": true, "x+": false} {
+		assert.Equal(t, want, hasCountryCode(s), s)
+	}
+}
+
 func TestHasPhoneTail(t *testing.T) {
 	for s, want := range map[string]bool{"415-555-0132": true, "(415) 555-0132": true, "5 1234": true, "a-1234": false, "1-12345": false, "1-123": false, "": false} {
 		assert.Equal(t, want, hasPhoneTail(s), s)

@@ -36,10 +36,16 @@ const (
 	targetInput target = iota
 	targetAttribute
 	targetBody
+	targetResource
+	targetScope
+	targetEvent
+	targetLink
+	targetSpanName
+	targetStatusMessage
 	numTargets
 )
 
-var targetNames = [numTargets]string{"input", "attribute", "body"}
+var targetNames = [numTargets]string{"input", "attribute", "body", "resource", "scope", "event", "link", "span_name", "status_message"}
 
 // Where a severity number was read from, for the severity_parsed counter.
 type severitySource uint8
@@ -75,6 +81,15 @@ func (t *tally) limited(l extract.Limited) {
 	if l&extract.LimitedFields != 0 {
 		t.sanitized[issueTooManyFields]++
 	}
+}
+
+// redacted counts one raw input or sensitive value redacted at where; in a
+// record's own attributes raw input is counted apart (targetInput).
+func (t *tally) redacted(where target, role fieldRole) {
+	if where == targetAttribute && role.input {
+		where = targetInput
+	}
+	t.redactions[where]++
 }
 
 func (t *tally) fail(failures []failure) {

@@ -68,3 +68,31 @@ func TestTelemetry(t *testing.T) {
 	failures = append(failures, metricdata.DataPoint[int64]{Value: 1, Attributes: attr("field", "req_id", "reason", "invalid")})
 	metadatatest.AssertEqualProcessorGoldenfieldValidationFailures(t, tel, failures, ignore)
 }
+
+// Every placement counts its redactions under its own target.
+func TestRedactionTargets(t *testing.T) {
+	tel := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+	p, err := NewFactory().CreateTraces(context.Background(), metadatatest.NewSettings(tel), defaultConfig(), new(consumertest.TracesSink))
+	require.NoError(t, err)
+	td, sp := newSpanParts()
+	sp.rs.Resource().Attributes().PutStr("gen_ai.prompt", "x")
+	sp.ss.Scope().Attributes().PutEmptyMap("request").PutStr("prompt", "x")
+	sp.span.Attributes().PutStr("gen_ai.prompt.0.content", "x")      // input
+	sp.span.Attributes().PutEmptyMap("user").PutStr("password", "x") // attribute
+	sp.span.Attributes().PutStr("note", "write to a@b.io or c@d.io") // attribute, twice
+	sp.span.SetName("chat a@b.io")                                   // span_name
+	sp.span.Status().SetMessage(`bad prompt: "x"`)                   // status_message
+	e := sp.span.Events().AppendEmpty()                              // event, twice
+	e.SetName("gen_ai.user.message")
+	e.Attributes().PutStr("content", "x")
+	e.Attributes().PutStr("message", "x")
+	sp.span.Links().AppendEmpty().Attributes().PutStr("output.value", "x") // link
+	require.NoError(t, p.ConsumeTraces(context.Background(), td))
+	require.NoError(t, p.Shutdown(context.Background()))
+	var want []metricdata.DataPoint[int64]
+	for target, n := range map[string]int64{"input": 1, "attribute": 3, "resource": 1, "scope": 1, "event": 2, "link": 1, "span_name": 1, "status_message": 1} {
+		want = append(want, metricdata.DataPoint[int64]{Value: n, Attributes: attribute.NewSet(attribute.String("target", target))})
+	}
+	metadatatest.AssertEqualProcessorGoldenfieldRedactions(t, tel, want, metricdatatest.IgnoreTimestamp())
+}
