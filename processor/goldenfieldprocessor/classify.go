@@ -1,6 +1,7 @@
 package goldenfieldprocessor
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -79,30 +80,53 @@ func newSegmentKinds(c *Config) (map[string]segmentKind, map[string][]configured
 	return kinds, paths
 }
 
-// classifyCacheSize bounds the keys whose classification is remembered: the
-// keys a deployment's services write repeat, and keys made up per record
-// (hostile or not) are classified each time once it is full.
-const classifyCacheSize = 4096
+// roleTableGrowth bounds the keys classified on the hot path that the role
+// table remembers: the keys a deployment's services write repeat, and keys
+// made up per record (hostile or not) are classified each time once it is full.
+const roleTableGrowth = 1024
 
-// classifyCache remembers classify's answers for keys outside content events;
-// the processor is on the hot path, and classifying a key takes a map lookup
-// per segment and per word.
-type classifyCache struct {
-	roles sync.Map // string -> fieldRole
-	size  atomic.Int64
+// maxRememberedKey is the longest key the role table remembers.
+const maxRememberedKey = 256
+
+// roleTable answers role with one map lookup: the field table, with
+// classify's answers added for the other keys as they are seen. Readers take
+// the current map without locking; a new key is added to a copy (at most
+// roleTableGrowth times).
+type roleTable struct {
+	current atomic.Pointer[map[string]knownRole]
+	mu      sync.Mutex
+	limit   int
 }
 
-func (cc *classifyCache) get(k string, classify func() fieldRole) fieldRole {
-	if role, ok := cc.roles.Load(k); ok {
-		return role.(fieldRole)
+type knownRole struct {
+	role  fieldRole
+	known bool
+}
+
+func newRoleTable(fields map[string]fieldRole) *roleTable {
+	m := make(map[string]knownRole, len(fields))
+	for k, role := range fields {
+		m[k] = knownRole{role, true}
+	}
+	rt := &roleTable{limit: len(m) + roleTableGrowth}
+	rt.current.Store(&m)
+	return rt
+}
+
+func (rt *roleTable) get(k string, classify func() fieldRole) (fieldRole, bool) {
+	if r, ok := (*rt.current.Load())[k]; ok {
+		return r.role, r.known
 	}
 	role := classify()
-	if cc.size.Load() < classifyCacheSize {
-		if _, loaded := cc.roles.LoadOrStore(strings.Clone(k), role); !loaded {
-			cc.size.Add(1)
-		}
+	r := knownRole{role, role.input || role.sensitive}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if old := *rt.current.Load(); len(old) < rt.limit && len(k) <= maxRememberedKey {
+		m := maps.Clone(old)
+		m[strings.Clone(k)] = r
+		rt.current.Store(&m)
 	}
-	return role
+	return r.role, r.known
 }
 
 // configuredPath is a dotted source field or sensitive attribute: it matches a

@@ -1,6 +1,8 @@
 package goldenfieldprocessor
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -111,4 +113,21 @@ func TestKeyMention(t *testing.T) {
 	} {
 		assert.Equal(t, want, c.keyMention(s), s)
 	}
+}
+
+// The role table remembers a bounded number of classified keys; past that,
+// and for long keys, it classifies each time, with the same answers.
+func TestRoleTableBounded(t *testing.T) {
+	c := newCompiled(t, defaultConfig())
+	start := len(*c.roles.current.Load())
+	for i := range roleTableGrowth + 10 {
+		role, known := c.role(fmt.Sprintf("vendor.k%d.prompt", i))
+		require.True(t, role.input && known)
+	}
+	long := strings.Repeat("x", maxRememberedKey) + ".prompt"
+	role, _ := c.role(long)
+	assert.True(t, role.input)
+	assert.Len(t, *c.roles.current.Load(), start+roleTableGrowth)
+	role, _ = c.role("prompt_tokens")
+	assert.False(t, role.input)
 }

@@ -83,22 +83,21 @@ func newFieldTable(c *Config) (map[string]fieldRole, []error) {
 }
 
 // role looks up what to do with an attribute key: the field table, then, for
-// a key not in it, classify (gen_ai.prompt.0.content is raw input).
+// a key not in it, classify (gen_ai.prompt.0.content is raw input); both
+// through the role table, one map lookup for a key seen before.
 func (c *compiled) role(k string) (fieldRole, bool) {
 	return c.roleIn(k, false)
 }
 
 // roleIn is role for a key of a span event, which may carry content (isContentEvent).
 func (c *compiled) roleIn(k string, contentEvent bool) (fieldRole, bool) {
+	if !contentEvent {
+		return c.roles.get(k, func() fieldRole { return c.classify(k, false) })
+	}
 	if role, ok := c.fields[k]; ok {
 		return role, true
 	}
-	var role fieldRole
-	if contentEvent {
-		role = c.classify(k, true)
-	} else {
-		role = c.classified.get(k, func() fieldRole { return c.classify(k, false) })
-	}
+	role := c.classify(k, true)
 	return role, role.input || role.sensitive
 }
 

@@ -37,7 +37,7 @@ type compiled struct {
 	fields       map[string]fieldRole
 	segments     map[string]segmentKind      // classify's table of path segments
 	paths        map[string][]configuredPath // dotted raw input and sensitive keys, by last segment
-	classified   *classifyCache
+	roles        *roleTable                  // role's answers
 	models       map[string]string
 	jsonLimits   extract.JSONLimits
 	text         *extract.Text
@@ -61,7 +61,7 @@ func compile(c *Config, set component.TelemetrySettings) (*compiled, error) {
 	cc.fields, e = newFieldTable(c)
 	collect(e)
 	cc.segments, cc.paths = newSegmentKinds(c)
-	cc.classified = new(classifyCache)
+	cc.roles = newRoleTable(cc.fields)
 	if _, err := extract.NewText(c.Extract.TextKeys, nil); err != nil {
 		errs = append(errs, fmt.Errorf("extract.text_keys: %w", err))
 	}

@@ -79,10 +79,17 @@ func hasPhoneTail(s string) bool {
 	return false
 }
 
-// hasKeyPrefix reports whether s has a prefix some API key or token the
-// api_key pattern accepts starts with (sk-, AKIA, Bearer, gh?_, xox), in one
-// pass: it runs on every string attribute.
+// keyPrefixes start every API key or token the api_key pattern accepts.
+var keyPrefixes = []string{"sk-", "AKIA", "earer ", "ghp_", "gho_", "ghs_", "ghu_", "xox"}
+
+// hasKeyPrefix reports whether s contains one of keyPrefixes. It runs on every
+// string attribute: a short string is scanned once, byte by byte, where
+// searching for each prefix would cost more; a long one (a body) is searched
+// for each prefix, which is vectorized.
 func hasKeyPrefix(s string) bool {
+	if len(s) > 64 {
+		return slices.ContainsFunc(keyPrefixes, func(p string) bool { return strings.Contains(s, p) })
+	}
 	for i := 0; i < len(s); i++ {
 		rest := s[i:]
 		var ok bool

@@ -124,7 +124,8 @@ func TestBodyRedaction(t *testing.T) {
 
 func TestPatternHints(t *testing.T) {
 	for s, want := range map[string]bool{"sk-x": true, "AKIA": true, "Bearer x": true, "bearer x": true, "ghp_x": true, "ghu_x": true, "xoxb": true,
-		"ask me": false, "ghx_": false, "gh": false, "b": false, "": false, "AKI": false} {
+		"ask me": false, "ghx_": false, "gh": false, "b": false, "": false, "AKI": false,
+		strings.Repeat("x-", 40) + "Bearer x": true, strings.Repeat("ab ", 40): false} {
 		assert.Equal(t, want, hasKeyPrefix(s), s)
 	}
 	for s, want := range map[string]bool{"+44 20": true, "a+1": true, "+": false, "1+": false, "+x +2": true, "x+": false} {
