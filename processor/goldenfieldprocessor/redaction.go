@@ -242,6 +242,7 @@ func (c *compiled) scrubValue(v pcommon.Value, path string, contentEvent bool, w
 	}
 }
 
+// scrubMap is scrubValue for a map whose keys are under prefix.
 func (c *compiled) scrubMap(m pcommon.Map, prefix string, contentEvent bool, where target, t *tally) {
 	m.RemoveIf(func(k string, v pcommon.Value) bool {
 		if prefix != "" {
@@ -259,15 +260,13 @@ func (c *compiled) scrubMap(m pcommon.Map, prefix string, contentEvent bool, whe
 // status message: cut at the first mention of a raw input or sensitive key,
 // then the body patterns masked.
 func (c *compiled) redactText(s string, where target, t *tally) string {
-	if !c.cfg.Redaction.Enabled {
-		return s
-	}
 	return c.maskPatterns(c.cutAtSecret(s, false, where, t), where, t)
 }
 
 // redactSpan redacts what a span carries besides its attributes: its name and
-// status message, its events' names and attributes (all of an event that says
-// it carries content, isContentEvent) and its links' attributes.
+// status message, its events' names and attributes (in an event that says it
+// carries content, isContentEvent, a message key is content too) and its
+// links' attributes.
 func (c *compiled) redactSpan(span ptrace.Span, t *tally) {
 	if !c.cfg.Redaction.Enabled {
 		return
