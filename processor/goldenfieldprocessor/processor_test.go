@@ -34,9 +34,19 @@ func TestConcurrentConsume(t *testing.T) {
 	wg.Wait()
 	require.NoError(t, lp.Shutdown(context.Background()))
 	require.NoError(t, tp.Shutdown(context.Background()))
-	assert.Equal(t, 200, logsSink.LogRecordCount())
-	assert.Equal(t, 200, tracesSink.SpanCount())
+	// S1's records change model version: whether the tracker has seen enough
+	// of both versions to report a schema drift depends on how the
+	// goroutines interleave, so drift records are counted apart.
+	records, drifts := 0, 0
 	for _, lr := range logRecords(logsSink.AllLogs()) {
+		if lr.EventName() == golden.SchemaDriftEvent {
+			drifts++
+			continue
+		}
+		records++
 		assert.Contains(t, lr.Attributes().AsRaw(), golden.ValidAttr)
 	}
+	assert.Equal(t, 200, records)
+	assert.LessOrEqual(t, drifts, 1, "one drift (v2.3.1 to v2.3.2) at most")
+	assert.Equal(t, 200, tracesSink.SpanCount())
 }
