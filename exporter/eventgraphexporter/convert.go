@@ -178,7 +178,7 @@ func eventFailed(rec *failure.Record) bool {
 
 func (r *record) fields(attrs, resource pcommon.Map) {
 	e := &r.event
-	lookup := func(name string) string {
+	raw := func(name string) string {
 		v, ok := attrs.Get(name)
 		if !ok {
 			v, ok = resource.Get(name)
@@ -186,9 +186,15 @@ func (r *record) fields(attrs, resource pcommon.Map) {
 		if !ok {
 			return ""
 		}
-		return r.text(v.AsString())
+		return v.AsString()
 	}
-	e.ReqID = lookup(golden.ReqID)
+	lookup := func(name string) string { return r.text(raw(name)) }
+	// An id is never cut: one too long to be a request's makes no request.
+	if id := raw(golden.ReqID); golden.UsableReqID(id) {
+		e.ReqID = r.text(id)
+	} else if id != "" {
+		r.stats.invalidRefs++
+	}
 	e.Stage = lookup(golden.Stage)
 	e.ModelVer = lookup(golden.ModelVer)
 	e.InputHash = lookup(golden.InputHash)

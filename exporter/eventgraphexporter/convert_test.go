@@ -197,6 +197,16 @@ func TestTimesPastInt64AreClamped(t *testing.T) {
 	assert.Equal(t, 1, st.sanitized)
 }
 
+// TestLongReqIDMakesNoRequest: cut to the property bound, two long ids
+// sharing a prefix would become one request.
+func TestLongReqIDMakesNoRequest(t *testing.T) {
+	events, st := conv.logs(oneLog(func(lr plog.LogRecord) {
+		lr.Attributes().PutStr(golden.ReqID, "req-"+strings.Repeat("x", golden.MaxReqIDBytes))
+	}))
+	assert.Empty(t, events[0].ReqID)
+	assert.Equal(t, 1, st.invalidRefs)
+}
+
 func TestInvalidReferencesAreCounted(t *testing.T) {
 	events, st := conv.logs(oneLog(func(lr plog.LogRecord) {
 		a := lr.Attributes()

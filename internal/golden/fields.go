@@ -13,6 +13,15 @@ const (
 	ResourceUsagePrefix = "resource_usage."
 )
 
+// MaxReqIDBytes bounds a req_id. A longer value is no request's id: it is
+// rejected, never cut, since two long ids that share a prefix would become
+// one request.
+const MaxReqIDBytes = 256
+
+// UsableReqID reports whether id can be a request's id: not empty, and not
+// longer than MaxReqIDBytes.
+func UsableReqID(id string) bool { return id != "" && len(id) <= MaxReqIDBytes }
+
 // Resource usage facts the workload and the scenarios rely on.
 const (
 	LatencyMs = ResourceUsagePrefix + "latency_ms"

@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/loom-otel/loom/internal/golden"
 )
 
 func TestExtraction(t *testing.T) {
@@ -119,6 +121,20 @@ func TestExtractionBadInput(t *testing.T) {
 		got := attrs.AsRaw()["note"].(string)
 		assert.Len(t, got, 100)
 		assert.Equal(t, strings.Repeat("é", 50), got)
+	})
+	t.Run("an over-long req_id is rejected, never cut", func(t *testing.T) {
+		cfg := defaultConfig()
+		cfg.Normalize.MaxValueBytes = 100
+		long := "req-" + strings.Repeat("a", golden.MaxReqIDBytes)
+		for _, attrs := range []map[string]any{{golden.ReqID: long}, {"request_id": long}} {
+			got, _ := runOne(t, cfg, rec{attrs: attrs})
+			assert.NotContains(t, got.AsRaw(), golden.ReqID, "two long ids that share a prefix must not become one request")
+			assert.NotContains(t, got.AsRaw(), "request_id")
+			assert.Contains(t, got.AsRaw()[golden.InvalidAttr], golden.ReqID)
+		}
+		atBound := "req-" + strings.Repeat("b", golden.MaxReqIDBytes-4)
+		got, _ := runOne(t, cfg, rec{attrs: map[string]any{golden.ReqID: atBound}})
+		assert.Equal(t, atBound, got.AsRaw()[golden.ReqID], "an id within the bound is kept whole, even above max_value_bytes")
 	})
 	t.Run("too many fields", func(t *testing.T) {
 		cfg := defaultConfig()

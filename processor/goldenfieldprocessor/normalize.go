@@ -120,7 +120,7 @@ func (c *compiled) normalize(attrs pcommon.Map, sc *scratch, t *tally) {
 			}
 		}
 		if v.Type() == pcommon.ValueTypeStr {
-			c.sanitize(v, t)
+			c.sanitize(v, t, k != golden.ReqID && role.canonical != golden.ReqID)
 		}
 		if role.numeric || !known && golden.IsResourceUsage(k) {
 			sc.numeric = append(sc.numeric, k)
@@ -128,6 +128,7 @@ func (c *compiled) normalize(attrs pcommon.Map, sc *scratch, t *tally) {
 		return true
 	})
 	c.copyAliases(attrs, sc)
+	rejectLongReqID(attrs, sc, t)
 	deriveTPOT(attrs)
 	for _, k := range sc.numeric {
 		if canonical := c.fields[k].canonical; canonical != "" {
@@ -289,15 +290,28 @@ func normalizeStage(s string) string {
 	return b.String()
 }
 
+// rejectLongReqID removes a req_id longer than golden.MaxReqIDBytes: an id is
+// never cut, since two long ids that share a prefix would become one request.
+// The record is tagged invalid for req_id, and counted.
+func rejectLongReqID(attrs pcommon.Map, sc *scratch, t *tally) {
+	v, ok := attrs.Get(golden.ReqID)
+	if !ok || v.Type() != pcommon.ValueTypeStr || len(v.Str()) <= golden.MaxReqIDBytes {
+		return
+	}
+	attrs.Remove(golden.ReqID)
+	sc.failures = append(sc.failures, failure{reasonInvalid, golden.ReqID})
+	t.sanitized[issueIDTooLong]++
+}
+
 // sanitize replaces invalid UTF-8 and truncates values over the size limit.
-func (c *compiled) sanitize(v pcommon.Value, t *tally) {
+func (c *compiled) sanitize(v pcommon.Value, t *tally, cut bool) {
 	s := v.Str()
 	fixed := s
 	if !utf8.ValidString(fixed) {
 		fixed = strings.ToValidUTF8(fixed, "\uFFFD")
 		t.sanitized[issueInvalidUTF8]++
 	}
-	if len(fixed) > c.cfg.Normalize.MaxValueBytes {
+	if cut && len(fixed) > c.cfg.Normalize.MaxValueBytes {
 		fixed = extract.TruncateUTF8(fixed, c.cfg.Normalize.MaxValueBytes)
 		t.sanitized[issueValueTruncated]++
 	}

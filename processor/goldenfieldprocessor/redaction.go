@@ -182,7 +182,7 @@ func (c *compiled) removeAttributes(attrs pcommon.Map, sc *scratch, t *tally) {
 	if !redact {
 		for _, k := range sc.inputs {
 			if v, ok := attrs.Get(k); ok && v.Type() == pcommon.ValueTypeStr {
-				c.sanitize(v, t)
+				c.sanitize(v, t, true)
 			}
 		}
 		if len(sc.aliases) == 0 {

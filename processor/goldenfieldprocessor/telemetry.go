@@ -23,11 +23,12 @@ const (
 	issueInvalidUTF8
 	issueValueTruncated
 	issueNotAModel
+	issueIDTooLong
 	numIssues
 )
 
 var issueNames = [numIssues]string{"invalid_json", "body_too_large", "too_deep", "too_many_fields", "invalid_utf8", "value_truncated",
-	"not_a_model"}
+	"not_a_model", "id_too_long"}
 
 // Redaction targets, for the redactions counter.
 type target uint8

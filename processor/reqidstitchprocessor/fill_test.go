@@ -99,7 +99,7 @@ func TestRecordsCarryingBothAreNotRewritten(t *testing.T) {
 
 func TestHostileReqIDsAreLeftAlone(t *testing.T) {
 	h := newHarness(t, nil)
-	long := string(make([]byte, maxReqIDLen+1))
+	long := string(make([]byte, golden.MaxReqIDBytes+1))
 	h.consumeTraces(tracesOf(
 		rec{service: "x", trace: traceID(7), span: spanID(7), at: t0, end: t0, attrs: map[string]any{golden.ReqID: long}},
 		rec{service: "x", trace: traceID(8), span: spanID(8), at: t0, end: t0, attrs: map[string]any{golden.ReqID: 42}},

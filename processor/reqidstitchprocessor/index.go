@@ -14,8 +14,6 @@ import (
 const (
 	maxTracesPerRequest = 16
 	maxSpansPerRequest  = 32
-	// maxReqIDLen: longer values are left alone, never indexed.
-	maxReqIDLen = 256
 )
 
 // request is what the index knows about one req_id. It is kept small: the

@@ -130,7 +130,7 @@ func reqIDOf(attrs pcommon.Map) (id string, present bool) {
 	if !ok {
 		return "", false
 	}
-	if v.Type() != pcommon.ValueTypeStr || len(v.Str()) > maxReqIDLen {
+	if v.Type() != pcommon.ValueTypeStr || len(v.Str()) > golden.MaxReqIDBytes {
 		return "", true
 	}
 	return v.Str(), true

@@ -28,10 +28,6 @@ type requestKey struct {
 	traceID pcommon.TraceID
 }
 
-// maxReqIDLen bounds the req_id values used as keys: a longer value is not
-// an id, and its record is grouped by its trace id instead.
-const maxReqIDLen = 256
-
 // facts are what a request's records tell about it, merged as they arrive.
 type facts struct {
 	hits      uint64 // bit i: policy i matched a record
@@ -240,9 +236,11 @@ func failureVerdict(v failure.Verdict) failure.Verdict {
 // add puts one record in its request's group.
 func (sc *scanner) add(b *batch, reqID string, traceID pcommon.TraceID, f *facts, size int) {
 	b.bytes += size
+	// A record is grouped by its req_id, else (none, or one too long to be an
+	// id) by its trace id.
 	var key requestKey
 	switch {
-	case reqID != "" && len(reqID) <= maxReqIDLen:
+	case golden.UsableReqID(reqID):
 		key.reqID = reqID
 	case !traceID.IsEmpty():
 		key.traceID = traceID

@@ -110,7 +110,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ExporterEventgraphReferencesInvalid, err = builder.meter.Int64Counter(
 		"otelcol_exporter_eventgraph_references_invalid",
-		metric.WithDescription("causal.parents entries and stitch.async_of values that name no valid event.id, left out of the graph. [Development]"),
+		metric.WithDescription("causal.parents entries and stitch.async_of values that name no valid event.id, left out of the graph, and req_id values too long to be an id (over 256 bytes), whose records are stored with no request. [Development]"),
 		metric.WithUnit("{reference}"),
 	)
 	errs = errors.Join(errs, err)

@@ -136,7 +136,7 @@ func AssertEqualExporterEventgraphPropertiesTruncated(t *testing.T, tt *componen
 func AssertEqualExporterEventgraphReferencesInvalid(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_exporter_eventgraph_references_invalid",
-		Description: "causal.parents entries and stitch.async_of values that name no valid event.id, left out of the graph. [Development]",
+		Description: "causal.parents entries and stitch.async_of values that name no valid event.id, left out of the graph, and req_id values too long to be an id (over 256 bytes), whose records are stored with no request. [Development]",
 		Unit:        "{reference}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
