@@ -187,22 +187,22 @@ func (c *Config) checkRanges() []error {
 			errs = append(errs, fmt.Errorf("%s: "+format, append([]any{key}, args...)...))
 		}
 	}
-	check(c.Extract.MaxBodyBytes > 0, "extract.max_body_bytes", "must be positive, got %d", c.Extract.MaxBodyBytes)
-	check(c.Extract.MaxDepth >= 1 && c.Extract.MaxDepth <= 64, "extract.max_depth", "must be 1..64, got %d", c.Extract.MaxDepth)
-	check(c.Extract.MaxFields >= 1 && c.Extract.MaxFields <= 1024, "extract.max_fields", "must be 1..1024, got %d", c.Extract.MaxFields)
-	check(c.Normalize.MaxValueBytes >= 64, "normalize.max_value_bytes", "must be at least 64, got %d", c.Normalize.MaxValueBytes)
-	check(c.InputHash.Normalization.Valid(), "input_hash.normalization", "must be whitespace, lowercase or none, got %q", c.InputHash.Normalization)
-	check(c.Redaction.Mode == RedactionRemove || c.Redaction.Mode == RedactionMask, "redaction.mode", "must be remove or mask, got %q", c.Redaction.Mode)
-	check(c.Validation.Profile == ProfileGolden || c.Validation.Profile == ProfileFull, "validation.profile", "must be golden or full, got %q", c.Validation.Profile)
-	check(c.Action.Mode == ActionTag || c.Action.Mode == ActionDrop, "action.mode", "must be tag or drop, got %q", c.Action.Mode)
-	check(c.Action.Mode == ActionDrop || len(c.Action.DropReasons) == 0, "action.drop_reasons", "only applies with action.mode: drop")
+	check(c.Extract.MaxBodyBytes > 0, "extract::max_body_bytes", "must be positive, got %d", c.Extract.MaxBodyBytes)
+	check(c.Extract.MaxDepth >= 1 && c.Extract.MaxDepth <= 64, "extract::max_depth", "must be 1..64, got %d", c.Extract.MaxDepth)
+	check(c.Extract.MaxFields >= 1 && c.Extract.MaxFields <= 1024, "extract::max_fields", "must be 1..1024, got %d", c.Extract.MaxFields)
+	check(c.Normalize.MaxValueBytes >= 64, "normalize::max_value_bytes", "must be at least 64, got %d", c.Normalize.MaxValueBytes)
+	check(c.InputHash.Normalization.Valid(), "input_hash::normalization", "must be whitespace, lowercase or none, got %q", c.InputHash.Normalization)
+	check(c.Redaction.Mode == RedactionRemove || c.Redaction.Mode == RedactionMask, "redaction::mode", "must be remove or mask, got %q", c.Redaction.Mode)
+	check(c.Validation.Profile == ProfileGolden || c.Validation.Profile == ProfileFull, "validation::profile", "must be golden or full, got %q", c.Validation.Profile)
+	check(c.Action.Mode == ActionTag || c.Action.Mode == ActionDrop, "action::mode", "must be tag or drop, got %q", c.Action.Mode)
+	check(c.Action.Mode == ActionDrop || len(c.Action.DropReasons) == 0, "action::drop_reasons", "only applies with action::mode: drop")
 	check(c.MaxServices >= 1, "max_services", "must be positive, got %d", c.MaxServices)
 	if c.Drift.Enabled {
-		check(c.Drift.MaxSeries >= 2, "drift.max_series", "must be at least 2 (two versions to compare), got %d", c.Drift.MaxSeries)
-		check(c.Drift.MaxFields >= 1, "drift.max_fields", "must be positive, got %d", c.Drift.MaxFields)
-		check(c.Drift.MinRecords >= 1, "drift.min_records", "must be positive, got %d", c.Drift.MinRecords)
+		check(c.Drift.MaxSeries >= 2, "drift::max_series", "must be at least 2 (two versions to compare), got %d", c.Drift.MaxSeries)
+		check(c.Drift.MaxFields >= 1, "drift::max_fields", "must be positive, got %d", c.Drift.MaxFields)
+		check(c.Drift.MinRecords >= 1, "drift::min_records", "must be positive, got %d", c.Drift.MinRecords)
 		check(c.Drift.AbsentRate >= 0 && c.Drift.AbsentRate < c.Drift.PresentRate && c.Drift.PresentRate <= 1,
-			"drift.absent_rate, drift.present_rate", "need 0 <= absent_rate < present_rate <= 1, got %g and %g", c.Drift.AbsentRate, c.Drift.PresentRate)
+			"drift::absent_rate, drift::present_rate", "need 0 <= absent_rate < present_rate <= 1, got %g and %g", c.Drift.AbsentRate, c.Drift.PresentRate)
 	}
 	return errs
 }
@@ -213,7 +213,7 @@ func compileRegexps(key string, patterns []string) ([]*regexp.Regexp, error) {
 	for i, p := range patterns {
 		re, err := regexp.Compile(p)
 		if err != nil {
-			return nil, fmt.Errorf("%s[%d]: %w", key, i, err)
+			return nil, fmt.Errorf("%s::%d: %w", key, i, err)
 		}
 		out[i] = re
 	}

@@ -70,18 +70,18 @@ func TestValidateNamesTheKey(t *testing.T) {
 	err := confmap.Validate(loadConfig(t, "bad"))
 	require.Error(t, err)
 	for _, key := range []string{
-		"extract.max_depth",
-		"extract.patterns",
-		"normalize.aliases[rid]",
-		"input_hash.normalization",
-		"redaction.mode",
-		"redaction.body_patterns[0]",
-		"validation.profile",
-		"validation.req_id_formats",
-		"validation.patterns[stage]",
-		"validation.rules[0].condition",
-		"action.mode",
-		"drift.absent_rate, drift.present_rate",
+		"extract::max_depth",
+		"extract::patterns",
+		"normalize::aliases::rid",
+		"input_hash::normalization",
+		"redaction::mode",
+		"redaction::body_patterns::0",
+		"validation::profile",
+		"validation::req_id_formats",
+		"validation::patterns::stage",
+		"validation::rules::0.condition",
+		"action::mode",
+		"drift::absent_rate, drift::present_rate",
 	} {
 		assert.Contains(t, err.Error(), key)
 	}
@@ -93,23 +93,23 @@ func TestValidateErrors(t *testing.T) {
 		mod  func(*Config)
 		want string
 	}{
-		{"pattern without a named group", func(c *Config) { c.Extract.Patterns = []string{`req-\d+`} }, "extract.patterns: pattern"},
-		{"empty text key", func(c *Config) { c.Extract.TextKeys = []string{""} }, "extract.text_keys"},
-		{"numeric alias", func(c *Config) { c.Normalize.NumericFields = []string{"duration_ms"} }, `normalize.numeric_fields: "duration_ms" is an alias`},
-		{"raw input that is an alias", func(c *Config) { c.InputHash.SourceFields = []string{"request_id"} }, "input_hash.source_fields[0]"},
-		{"empty model", func(c *Config) { c.Normalize.Models = map[string]string{"qwen": ""} }, "normalize.models[qwen]"},
-		{"custom pattern", func(c *Config) { c.Redaction.CustomPatterns = []string{"("} }, "redaction.custom_patterns[0]"},
-		{"rule without name", func(c *Config) { c.Validation.Rules = []RuleConfig{{Condition: "true"}} }, "validation.rules[0].name"},
-		{"rule without condition", func(c *Config) { c.Validation.Rules = []RuleConfig{{Name: "x"}} }, "validation.rules[0].condition: empty"},
+		{"pattern without a named group", func(c *Config) { c.Extract.Patterns = []string{`req-\d+`} }, "extract::patterns: pattern"},
+		{"empty text key", func(c *Config) { c.Extract.TextKeys = []string{""} }, "extract::text_keys"},
+		{"numeric alias", func(c *Config) { c.Normalize.NumericFields = []string{"duration_ms"} }, `normalize::numeric_fields: "duration_ms" is an alias`},
+		{"raw input that is an alias", func(c *Config) { c.InputHash.SourceFields = []string{"request_id"} }, "input_hash::source_fields::0"},
+		{"empty model", func(c *Config) { c.Normalize.Models = map[string]string{"qwen": ""} }, "normalize::models::qwen"},
+		{"custom pattern", func(c *Config) { c.Redaction.CustomPatterns = []string{"("} }, "redaction::custom_patterns::0"},
+		{"rule without name", func(c *Config) { c.Validation.Rules = []RuleConfig{{Condition: "true"}} }, "validation::rules::0.name"},
+		{"rule without condition", func(c *Config) { c.Validation.Rules = []RuleConfig{{Name: "x"}} }, "validation::rules::0.condition: empty"},
 		{"duplicate rules", func(c *Config) {
 			c.Validation.Rules = []RuleConfig{{Name: "x", Condition: "true"}, {Name: "x", Condition: "true"}}
-		}, "validation.rules[1].name"},
-		{"drop reason", func(c *Config) { c.Action = ActionConfig{Mode: ActionDrop, DropReasons: []string{"late"}} }, "action.drop_reasons[0]"},
-		{"drop reason without field", func(c *Config) { c.Action = ActionConfig{Mode: ActionDrop, DropReasons: []string{"missing:"}} }, "action.drop_reasons[0]"},
-		{"drop reasons in tag mode", func(c *Config) { c.Action.DropReasons = []string{"missing"} }, "action.drop_reasons: only applies"},
-		{"required empty", func(c *Config) { c.Validation.Required = []string{""} }, "validation.required[0]"},
-		{"max_series", func(c *Config) { c.Drift.MaxSeries = 1 }, "drift.max_series"},
-		{"max_value_bytes", func(c *Config) { c.Normalize.MaxValueBytes = 0 }, "normalize.max_value_bytes"},
+		}, "validation::rules::1.name"},
+		{"drop reason", func(c *Config) { c.Action = ActionConfig{Mode: ActionDrop, DropReasons: []string{"late"}} }, "action::drop_reasons::0"},
+		{"drop reason without field", func(c *Config) { c.Action = ActionConfig{Mode: ActionDrop, DropReasons: []string{"missing:"}} }, "action::drop_reasons::0"},
+		{"drop reasons in tag mode", func(c *Config) { c.Action.DropReasons = []string{"missing"} }, "action::drop_reasons: only applies"},
+		{"required empty", func(c *Config) { c.Validation.Required = []string{""} }, "validation::required::0"},
+		{"max_series", func(c *Config) { c.Drift.MaxSeries = 1 }, "drift::max_series"},
+		{"max_value_bytes", func(c *Config) { c.Normalize.MaxValueBytes = 0 }, "normalize::max_value_bytes"},
 		{"max_services", func(c *Config) { c.MaxServices = 0 }, "max_services"},
 	}
 	for _, tt := range tests {

@@ -43,7 +43,7 @@ func newFieldTable(c *Config) (map[string]fieldRole, []error) {
 	for _, f := range c.Normalize.NumericFields {
 		numeric[f] = true
 		if canonical, ok := aliases[f]; ok {
-			errs = append(errs, fmt.Errorf("normalize.numeric_fields: %q is an alias of %q; list the canonical name", f, canonical))
+			errs = append(errs, fmt.Errorf("normalize::numeric_fields: %q is an alias of %q; list the canonical name", f, canonical))
 		}
 	}
 	isNumeric := func(name string) bool { return numeric[name] || golden.IsResourceUsage(name) }
@@ -52,7 +52,7 @@ func newFieldTable(c *Config) (map[string]fieldRole, []error) {
 	for _, alias := range slices.Sorted(maps.Keys(aliases)) {
 		canonical := aliases[alias]
 		if _, chained := aliases[canonical]; chained || alias == "" {
-			errs = append(errs, fmt.Errorf("normalize.aliases[%s]: maps to %q, which is itself an alias; map every alias straight to a canonical name", alias, canonical))
+			errs = append(errs, fmt.Errorf("normalize::aliases::%s: maps to %q, which is itself an alias; map every alias straight to a canonical name", alias, canonical))
 			continue
 		}
 		role := fieldRole{canonical: canonical, keep: golden.KeepsSource(alias), numeric: isNumeric(canonical)}
@@ -68,16 +68,16 @@ func newFieldTable(c *Config) (map[string]fieldRole, []error) {
 		for i, name := range names {
 			role := table[name]
 			if role.canonical != "" {
-				errs = append(errs, fmt.Errorf("%s[%d]: %q is also an alias of %q; raw input and sensitive fields are never renamed", key, i, name, role.canonical))
+				errs = append(errs, fmt.Errorf("%s::%d: %q is also an alias of %q; raw input and sensitive fields are never renamed", key, i, name, role.canonical))
 				continue
 			}
 			set(&role)
 			table[name] = role
 		}
 	}
-	mark("input_hash.source_fields", c.InputHash.SourceFields, func(r *fieldRole) { r.input = true })
+	mark("input_hash::source_fields", c.InputHash.SourceFields, func(r *fieldRole) { r.input = true })
 	if c.Redaction.Enabled {
-		mark("redaction.attributes", c.Redaction.Attributes, func(r *fieldRole) { r.sensitive = true })
+		mark("redaction::attributes", c.Redaction.Attributes, func(r *fieldRole) { r.sensitive = true })
 	}
 	return table, errs
 }

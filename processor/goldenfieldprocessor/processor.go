@@ -63,14 +63,14 @@ func compile(c *Config, set component.TelemetrySettings) (*compiled, error) {
 	cc.segments, cc.paths = newSegmentKinds(c)
 	cc.roles = newRoleTable(cc.fields)
 	if _, err := extract.NewText(c.Extract.TextKeys, nil); err != nil {
-		errs = append(errs, fmt.Errorf("extract.text_keys: %w", err))
+		errs = append(errs, fmt.Errorf("extract::text_keys: %w", err))
 	}
 	if _, err := extract.NewText(nil, c.Extract.Patterns); err != nil {
-		errs = append(errs, fmt.Errorf("extract.patterns: %w", err))
+		errs = append(errs, fmt.Errorf("extract::patterns: %w", err))
 	}
 	for model, ver := range c.Normalize.Models {
 		if model == "" || ver == "" {
-			errs = append(errs, fmt.Errorf("normalize.models[%s]: model names and versions must not be empty", model))
+			errs = append(errs, fmt.Errorf("normalize::models::%s: model names and versions must not be empty", model))
 		}
 	}
 	cc.bodyPatterns, e = compileBodyPatterns(&c.Redaction)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -133,12 +134,12 @@ func compileBodyPatterns(c *RedactionConfig) ([]bodyPattern, []error) {
 	for i, name := range c.BodyPatterns {
 		build, ok := builtinPatterns[name]
 		if !ok {
-			errs = append(errs, fmt.Errorf("redaction.body_patterns[%d]: unknown pattern %q; use email, phone or api_key, or add a regular expression to redaction.custom_patterns", i, name))
+			errs = append(errs, fmt.Errorf("redaction::body_patterns::%d: unknown pattern %q; use email, phone or api_key, or add a regular expression to redaction::custom_patterns", i, name))
 			continue
 		}
 		out = append(out, build())
 	}
-	custom, err := compileRegexps("redaction.custom_patterns", c.CustomPatterns)
+	custom, err := compileRegexps("redaction::custom_patterns", c.CustomPatterns)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -162,15 +163,41 @@ func (c *compiled) hashInput(attrs pcommon.Map, sc *scratch) {
 	}
 	for _, name := range c.cfg.InputHash.SourceFields {
 		for _, under := range [2]func(path, name string) bool{hasPathSuffix, hasPathPrefix} {
+			// Of several (gen_ai.prompt.0.content, gen_ai.prompt.1.content),
+			// the first message: attribute order is no order.
+			first := ""
 			for _, k := range sc.inputs {
-				if under(k, name) {
-					v, _ := attrs.Get(k)
-					attrs.PutStr(golden.InputHash, golden.HashInputWith(v.AsString(), c.cfg.InputHash.Normalization))
-					return
+				if under(k, name) && (first == "" || comparePaths(k, first) < 0) {
+					first = k
 				}
+			}
+			if first != "" {
+				v, _ := attrs.Get(first)
+				attrs.PutStr(golden.InputHash, golden.HashInputWith(v.AsString(), c.cfg.InputHash.Normalization))
+				return
 			}
 		}
 	}
+}
+
+// comparePaths orders dotted keys segment by segment, index segments by
+// number: gen_ai.prompt.2.content before gen_ai.prompt.10.content.
+func comparePaths(a, b string) int {
+	for a != "" && b != "" {
+		var x, y string
+		x, a, _ = strings.Cut(a, ".")
+		y, b, _ = strings.Cut(b, ".")
+		c := cmp.Compare(x, y)
+		if nx, err := strconv.Atoi(x); err == nil {
+			if ny, err := strconv.Atoi(y); err == nil {
+				c = cmp.Compare(nx, ny)
+			}
+		}
+		if c != 0 {
+			return c
+		}
+	}
+	return cmp.Compare(len(a), len(b))
 }
 
 // removeAttributes removes, in one pass, the aliases that were copied to their

@@ -1,6 +1,7 @@
 package goldenfieldprocessor
 
 import (
+	"cmp"
 	"strings"
 	"testing"
 
@@ -136,5 +137,14 @@ func TestPatternHints(t *testing.T) {
 func TestHasPhoneTail(t *testing.T) {
 	for s, want := range map[string]bool{"415-555-0132": true, "(415) 555-0132": true, "5 1234": true, "a-1234": false, "1-12345": false, "1-123": false, "": false} {
 		assert.Equal(t, want, hasPhoneTail(s), s)
+	}
+}
+
+func TestComparePaths(t *testing.T) {
+	ordered := []string{"gen_ai.prompt", "gen_ai.prompt.0.content", "gen_ai.prompt.2.content", "gen_ai.prompt.10.content", "gen_ai.prompt.x"}
+	for i := range ordered {
+		for j := range ordered {
+			assert.Equal(t, cmp.Compare(i, j), comparePaths(ordered[i], ordered[j]), "%s vs %s", ordered[i], ordered[j])
+		}
 	}
 }

@@ -169,18 +169,18 @@ func newValidator(c *ValidationConfig, fields map[string]fieldRole, set componen
 	}
 	for i, name := range c.Required {
 		if name == "" {
-			errs = append(errs, fmt.Errorf("validation.required[%d]: empty field name", i))
+			errs = append(errs, fmt.Errorf("validation::required::%d: empty field name", i))
 		}
 	}
 	var err error
 	if v.reqIDs, err = golden.NewReqIDMatcher(c.ReqIDFormats); err != nil {
-		errs = append(errs, fmt.Errorf("validation.req_id_formats: %w", err))
+		errs = append(errs, fmt.Errorf("validation::req_id_formats: %w", err))
 	}
 	checks := maps.Clone(defaultChecks)
 	for field, pattern := range c.Patterns {
 		re, err := regexp.Compile(pattern)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("validation.patterns[%s]: %w", field, err))
+			errs = append(errs, fmt.Errorf("validation::patterns::%s: %w", field, err))
 			continue
 		}
 		checks[field] = re.MatchString
@@ -209,7 +209,7 @@ func (v *validator) compileRules(rules []RuleConfig, set component.TelemetrySett
 	var errs []error
 	names := map[string]bool{}
 	for i, r := range rules {
-		key := fmt.Sprintf("validation.rules[%d]", i)
+		key := fmt.Sprintf("validation::rules::%d", i)
 		if r.Name == "" || names[r.Name] {
 			errs = append(errs, fmt.Errorf("%s.name: %q must be set and unique", key, r.Name))
 		}
@@ -304,11 +304,11 @@ func newDropPolicy(c *ActionConfig) (dropPolicy, []error) {
 		reason := failureReason(slices.Index(reasonNames[:], reasonName))
 		switch {
 		case reason >= numReasons:
-			errs = append(errs, fmt.Errorf("action.drop_reasons[%d]: %q must start with missing, invalid or rule (e.g. missing:req_id)", i, entry))
+			errs = append(errs, fmt.Errorf("action::drop_reasons::%d: %q must start with missing, invalid or rule (e.g. missing:req_id)", i, entry))
 		case !narrowed:
 			p.any[reason] = true
 		case field == "":
-			errs = append(errs, fmt.Errorf("action.drop_reasons[%d]: %q names no field or rule after the colon", i, entry))
+			errs = append(errs, fmt.Errorf("action::drop_reasons::%d: %q names no field or rule after the colon", i, entry))
 		default:
 			if p.fields[reason] == nil {
 				p.fields[reason] = map[string]bool{}

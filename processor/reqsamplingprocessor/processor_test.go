@@ -422,7 +422,7 @@ func TestBadInputNeverPanics(t *testing.T) {
 	h := newHarness(t, defaultConfig())
 	ld := logsOf(
 		rec{attrs: map[string]any{golden.ReqID: 42}},                             // not a string: no key
-		rec{reqID: strings.Repeat("r", golden.MaxReqIDBytes+1), traceID: 9},               // hostile id: grouped by trace id
+		rec{reqID: strings.Repeat("r", golden.MaxReqIDBytes+1), traceID: 9},      // hostile id: grouped by trace id
 		rec{reqID: "req-x", inputHash: strings.Repeat("\xff", 100)},              // not a hash
 		rec{reqID: "req-y", attrs: map[string]any{"output_length": []any{1, 2}}}, // condition on a list
 		rec{reqID: "req-z", stage: "\x00", attrs: map[string]any{golden.ValidAttr: "no"}},
