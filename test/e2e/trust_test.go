@@ -156,4 +156,3 @@ func canaryTraces() ptrace.Traces {
 	span.Status().SetMessage("failed for " + emailCanary)
 	return td
 }
-
