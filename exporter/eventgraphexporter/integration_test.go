@@ -337,6 +337,7 @@ func TestBadInputStoredLiterally(t *testing.T) {
 			metadatatest.AssertEqualExporterEventgraphEventsWritten(t, p.tt, []metricdata.DataPoint[int64]{{Value: records}}, opts...)
 			metadatatest.AssertEqualExporterEventgraphEventIdsComputed(t, p.tt, []metricdata.DataPoint[int64]{{Value: records}}, opts...)
 			metadatatest.AssertEqualExporterEventgraphPropertiesTruncated(t, p.tt, []metricdata.DataPoint[int64]{{Value: 1}}, opts...)
+			metadatatest.AssertEqualExporterEventgraphReferencesInvalid(t, p.tt, []metricdata.DataPoint[int64]{{Value: 1}}, opts...)
 			p.shutdown(t)
 
 			var store eventgraph.Store
@@ -351,6 +352,10 @@ func TestBadInputStoredLiterally(t *testing.T) {
 			for _, h := range storetest.Hostile {
 				timeline, err := store.Timeline(ctx, h)
 				require.NoError(t, err)
+				if !golden.UsableReqID(h) {
+					assert.Empty(t, timeline, "a req_id too long to be an id makes no request")
+					continue
+				}
 				require.Len(t, timeline, 1, h)
 				e := timeline[0]
 				assert.Equal(t, []string{h, h, h, h}, []string{e.ReqID, e.Stage, e.ModelVer, e.Message})
