@@ -77,18 +77,114 @@ func Subgroups(rows []Row, opts SubgroupOptions) []Subgroup {
 	sg := newSubgroupIndex(rows)
 	s := &subgroupSearch{idx: sg, p0: hits / weight, prior: base / 2, covered: make([]bool, len(rows)),
 		singleCost: math.Log(float64(max(sg.terms, 1)))}
-	var out []Subgroup
-	for len(out) < maxResults {
+	var chosen []scored
+	for len(chosen) < maxResults {
 		best, ok := s.best(maxTerms)
 		if !ok {
 			break
 		}
-		out = append(out, best.subgroup(sg))
+		chosen = append(chosen, best)
 		for _, r := range best.rows {
 			s.covered[r] = true
 		}
 	}
+	s.explainAway(chosen)
+	out := make([]Subgroup, len(chosen))
+	for i := range chosen {
+		out[i] = chosen[i].subgroup(sg)
+	}
 	return out
+}
+
+// Explaining away: a chosen subgroup can be a mixture, its failing rows
+// partly those of other chosen subgroups (a host that runs the GPU that
+// fails, and requests of other causes that merely passed through it). When
+// the others explain a tenth or more of its hits and one value, narrower
+// than the subgroup (under 95% of its weight) and lying inside it, holds
+// nine tenths of the hits left, that value is the better explanation and
+// takes the subgroup's place.
+const (
+	mixtureShare   = 0.9
+	narrowerWeight = 0.95
+)
+
+func (s *subgroupSearch) explainAway(chosen []scored) {
+	idx := s.idx
+	rowsOf := func(c *scored) []int32 {
+		rows := idx.rowsOf[c.terms[0]]
+		var out []int32
+		for _, r := range rows {
+			if s.matches(r, c.terms) {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	for i := range chosen {
+		parent := rowsOf(&chosen[i])
+		var hits, own, weight float64
+		ownRows := map[int32]bool{}
+		for _, r := range parent {
+			row := &idx.rows[r]
+			weight += row.Weight
+			if !row.Hit {
+				continue
+			}
+			hits += row.Weight
+			explained := false
+			for j := range chosen {
+				explained = explained || j != i && s.matches(r, chosen[j].terms)
+			}
+			if !explained {
+				own += row.Weight
+				ownRows[r] = true
+			}
+		}
+		if own >= mixtureShare*hits || own == 0 {
+			continue
+		}
+		var best scored
+		for t := range int32(idx.terms) {
+			if slices.Contains(chosen[i].terms, t) {
+				continue
+			}
+			var inside, total, ownHits, tHits float64
+			for _, r := range idx.rowsOf[t] {
+				row := &idx.rows[r]
+				total += row.Weight
+				if s.matches(r, chosen[i].terms) {
+					inside += row.Weight
+				}
+				if row.Hit {
+					tHits += row.Weight
+					if ownRows[r] {
+						ownHits += row.Weight
+					}
+				}
+			}
+			if inside < total || total >= narrowerWeight*weight || ownHits < mixtureShare*own {
+				continue
+			}
+			c := scored{terms: []int32{t}, rows: idx.rowsOf[t], hits: tHits, miss: total - tHits}
+			c.score = s.llr(c.hits, c.miss) - s.singleCost
+			if c.score > best.score {
+				best = c
+			}
+		}
+		if best.score > minSubgroupScore {
+			chosen[i] = best
+		}
+	}
+}
+
+// matches reports whether row r carries every term.
+func (s *subgroupSearch) matches(r int32, terms []int32) bool {
+	for _, t := range terms {
+		if s.idx.codes[int(r)*s.idx.dims+int(s.idx.dimOf[t])] != t {
+			return false
+		}
+	}
+	return true
 }
 
 // subgroupIndex codes the rows' terms: term t is (dim, value), rowsOf[t]

@@ -3,6 +3,7 @@ package rootcause
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -92,5 +93,46 @@ func TestSubgroupsNamesNothingWithoutEvidence(t *testing.T) {
 	}
 	if found := Subgroups(few, SubgroupOptions{}); len(found) != 0 && found[0].Element.String() == "gpu=g1" {
 		t.Errorf("two failures without kept healthy units named first: %v", found)
+	}
+}
+
+// TestSubgroupsExplainAwayAMixedParent: a GPU fails on host h0, and a bad
+// template fails everywhere, h0 included; sampling kept almost no healthy
+// request of h0. The host holds the most failures, but those beyond the
+// GPU's are the template's: the GPU must be named, not the host.
+func TestSubgroupsExplainAwayAMixedParent(t *testing.T) {
+	gpus := map[string][]string{"h0": {"g0", "g1"}, "h1": {"g2", "g3"}, "h2": {"g4", "g5"}, "h3": {"g6", "g7"}}
+	var rows []Row
+	add := func(n int, host, gpu, template string, weight float64, hit bool) {
+		for range n {
+			rows = append(rows, Row{Terms: []Term{{"host", host}, {"gpu", gpu}, {"template", template}}, Weight: weight, Hit: hit})
+		}
+	}
+	for i := range 90 {
+		add(1, "h0", "g1", fmt.Sprint("t", 1+i%4), 1, true)
+	}
+	for _, host := range []string{"h0", "h1", "h2", "h3"} {
+		n := 15
+		if host == "h0" {
+			n = 60
+		}
+		add(n, host, gpus[host][0], "t5", 1, true)
+		if host != "h0" {
+			for i := range 6 {
+				add(1, host, gpus[host][i%2], fmt.Sprint("t", 1+i%4), 100, false)
+			}
+		}
+	}
+	add(1, "h0", "g0", "t1", 100, false)
+	found := Subgroups(rows, SubgroupOptions{})
+	var got []string
+	for _, f := range found {
+		got = append(got, f.Element.String())
+	}
+	if len(got) < 2 || !slices.Contains(got[:2], "gpu=g1") || !slices.Contains(got[:2], "template=t5") {
+		t.Errorf("got %v; want gpu=g1 and template=t5 first", got)
+	}
+	if slices.Contains(got, "host=h0") {
+		t.Errorf("got %v; host=h0 is the GPU's failures and the template's", got)
 	}
 }
