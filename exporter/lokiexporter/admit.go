@@ -101,6 +101,7 @@ func (e *lokiExporter) judge(ld plog.Logs) []verdict {
 	n := 0
 	for _, rl := range ld.ResourceLogs().All() {
 		res := rl.Resource().Attributes()
+		validTenant := e.conv.validTenant(res) // a resource's records share its tenant
 		checkSize := e.maxBatchBytes > 0 && !fitsBatch(deltaSize(logsMarshaler.ResourceLogsSize(rl)), e.maxBatchBytes)
 		for _, sl := range rl.ScopeLogs().All() {
 			var framing recordFraming
@@ -110,7 +111,7 @@ func (e *lokiExporter) judge(ld plog.Logs) []verdict {
 			for _, lr := range sl.LogRecords().All() {
 				var v verdict
 				switch {
-				case !e.conv.validTenant(res):
+				case !validTenant:
 					v.drop = dropInvalidTenant
 				case e.conv.dropTooLong && len(e.conv.line(lr, res, s)) > e.conv.maxLine:
 					v.drop = dropLineTooLong

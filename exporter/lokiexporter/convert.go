@@ -130,13 +130,15 @@ func (c *converter) convert(ld plog.Logs, now time.Time) (map[string]streams, co
 				s.resMeta = append(s.resMeta, push.LabelAdapter{Name: k, Value: v.AsString()})
 			}
 		}
+		id, err := c.tenant.Of(res)
+		if err != nil {
+			for _, sl := range rl.ScopeLogs().All() {
+				stats.invalidTenant += int64(sl.LogRecords().Len())
+			}
+			continue
+		}
 		for _, sl := range rl.ScopeLogs().All() {
 			for _, lr := range sl.LogRecords().All() {
-				id, err := c.tenant.Of(res)
-				if err != nil {
-					stats.invalidTenant++
-					continue
-				}
 				entry, ok := c.entry(lr, res, s, &stats, now)
 				if !ok {
 					continue

@@ -105,15 +105,8 @@ func (e *lokiExporter) recordsOf(ld plog.Logs, tenants map[string]bool) plog.Log
 	out := plog.NewLogs()
 	ld.CopyTo(out)
 	out.ResourceLogs().RemoveIf(func(rl plog.ResourceLogs) bool {
-		res := rl.Resource().Attributes()
-		rl.ScopeLogs().RemoveIf(func(sl plog.ScopeLogs) bool {
-			sl.LogRecords().RemoveIf(func(lr plog.LogRecord) bool {
-				id, err := e.conv.tenant.Of(res)
-				return err != nil || !tenants[id]
-			})
-			return sl.LogRecords().Len() == 0
-		})
-		return rl.ScopeLogs().Len() == 0
+		id, err := e.conv.tenant.Of(rl.Resource().Attributes()) // a resource's records share its tenant
+		return err != nil || !tenants[id]
 	})
 	return out
 }
