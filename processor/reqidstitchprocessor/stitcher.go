@@ -136,22 +136,23 @@ func reqIDOf(attrs pcommon.Map) (id string, present bool) {
 	return v.Str(), true
 }
 
-// identityAttrs make a record's place in the graph: its event and the edges
-// into it. Set by a client, they could rewrite another request's event or
-// add edges to it.
-var identityAttrs = []string{golden.EventID, golden.CausalParents, golden.CausalRules, golden.StitchDetached, golden.StitchAsyncOf}
-
-// admit removes from an arriving record the identity attributes it carries,
-// unless they come from a trusted tier: this collector computes its own.
+// admit removes from an arriving record the identity attributes it carries
+// (its event and the edges into it: set by a client, they could rewrite
+// another request's event or add edges to it), unless they come from a
+// trusted tier: this collector computes its own. One pass over the record's
+// attributes, as it runs on every record.
 func (s *stitcher) admit(attrs pcommon.Map) {
 	if s.cfg.TrustUpstreamIdentity {
 		return
 	}
-	for _, name := range identityAttrs {
-		if attrs.Remove(name) {
+	attrs.RemoveIf(func(k string, _ pcommon.Value) bool {
+		switch k {
+		case golden.EventID, golden.CausalParents, golden.CausalRules, golden.StitchDetached, golden.StitchAsyncOf:
 			s.tally.identityRemoved++
+			return true
 		}
-	}
+		return false
+	})
 }
 
 // ensureEventID gives the record its event.id unless it already carries a
