@@ -1,0 +1,140 @@
+// Package custody keeps the records a processor has taken over (the sender
+// was told they were accepted) and not yet handed on, in a storage extension,
+// so that a crash loses none of them: each entry is written before the
+// sender's call returns and deleted once the next consumer has returned.
+// After a crash, Replay returns what was left.
+package custody // import "github.com/loom-otel/loom/internal/custody"
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/extension/xextension/storage"
+)
+
+// Kind tells apart what a processor keeps: the records as they arrived, or
+// their decided, outgoing form (replayed as is, so a redelivery is identical).
+type Kind byte
+
+// Seq names one entry; a journal never reuses one.
+type Seq uint64
+
+// Entry is one record set left in the journal.
+type Entry struct {
+	Seq  Seq
+	Kind Kind
+	Data []byte
+}
+
+// Journal is one processor's entries in its storage client.
+type Journal struct {
+	client storage.Client
+	walker storage.Walker
+	next   atomic.Uint64
+	closed sync.Once
+}
+
+// Open gets the journal of the component id from the storage extension
+// storageID; key is the config key naming it, for errors.
+func Open(ctx context.Context, host component.Host, storageID component.ID, kind component.Kind, id component.ID, name, key string) (*Journal, error) {
+	ext, ok := host.GetExtensions()[storageID]
+	if !ok {
+		return nil, fmt.Errorf("%s: no extension %q: add it to service::extensions", key, storageID)
+	}
+	se, ok := ext.(storage.Extension)
+	if !ok {
+		return nil, fmt.Errorf("%s: extension %q is not a storage extension (file_storage is)", key, storageID)
+	}
+	client, err := se.GetClient(ctx, kind, id, name)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", key, err)
+	}
+	walker, ok := client.(storage.Walker)
+	if !ok {
+		_ = client.Close(ctx)
+		return nil, fmt.Errorf("%s: storage %q cannot list its entries, which replay after a crash needs: use file_storage", key, storageID)
+	}
+	return &Journal{client: client, walker: walker}, nil
+}
+
+func keyOf(seq Seq) string { return strconv.FormatUint(uint64(seq), 36) }
+
+// Keep writes entries of one kind in one transaction and returns their
+// sequence numbers, in order.
+func (j *Journal) Keep(ctx context.Context, kind Kind, data ...[]byte) ([]Seq, error) {
+	seqs := make([]Seq, len(data))
+	ops := make([]*storage.Operation, len(data))
+	for i, d := range data {
+		seqs[i] = Seq(j.next.Add(1))
+		ops[i] = storage.SetOperation(keyOf(seqs[i]), encode(kind, d))
+	}
+	return seqs, j.client.Batch(ctx, ops...)
+}
+
+// Replace swaps one entry for another in one transaction: a record set that
+// was decided is kept in its outgoing form until it is handed on.
+func (j *Journal) Replace(ctx context.Context, old Seq, kind Kind, data []byte) (Seq, error) {
+	seq := Seq(j.next.Add(1))
+	return seq, j.client.Batch(ctx, storage.DeleteOperation(keyOf(old)), storage.SetOperation(keyOf(seq), encode(kind, data)))
+}
+
+// Release deletes entries whose records the next consumer has returned from.
+func (j *Journal) Release(ctx context.Context, seqs ...Seq) error {
+	if len(seqs) == 0 {
+		return nil
+	}
+	ops := make([]*storage.Operation, len(seqs))
+	for i, s := range seqs {
+		ops[i] = storage.DeleteOperation(keyOf(s))
+	}
+	return j.client.Batch(ctx, ops...)
+}
+
+// Replay returns every entry left, oldest first, and continues numbering
+// after them. The entries stay until released.
+func (j *Journal) Replay(ctx context.Context) ([]Entry, error) {
+	var entries []Entry
+	var bad []string
+	err := j.walker.Walk(ctx, func(key string, value []byte) ([]*storage.Operation, error) {
+		if seq, perr := strconv.ParseUint(key, 36, 64); perr == nil && len(value) > 0 {
+			entries = append(entries, Entry{Seq: Seq(seq), Kind: Kind(value[0]), Data: slices.Clone(value[1:])})
+		} else {
+			bad = append(bad, key)
+		}
+		return nil, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(bad) > 0 {
+		return nil, fmt.Errorf("%d entries of the journal are not Loom's (first key %q): is the storage shared with another component?", len(bad), bad[0])
+	}
+	slices.SortFunc(entries, func(a, b Entry) int { return cmp.Compare(a.Seq, b.Seq) })
+	if n := len(entries); n > 0 {
+		j.next.Store(uint64(entries[n-1].Seq))
+	}
+	return entries, nil
+}
+
+// Close closes the storage client; entries not released stay for Replay.
+func (j *Journal) Close(ctx context.Context) error {
+	if j == nil {
+		return nil
+	}
+	var err error
+	j.closed.Do(func() { err = j.client.Close(ctx) })
+	return err
+}
+
+func encode(kind Kind, data []byte) []byte {
+	out := make([]byte, 1+len(data))
+	out[0] = byte(kind)
+	copy(out[1:], data)
+	return out
+}

@@ -1,0 +1,44 @@
+// Package custodytest runs a real file_storage extension for the tests of
+// the components that keep records in custody.
+package custodytest // import "github.com/loom-otel/loom/internal/custody/custodytest"
+
+import (
+	"context"
+	"testing"
+
+	"github.com/open-telemetry/opentelemetry-collector-contrib/extension/storage/filestorage"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/extension/extensiontest"
+)
+
+// ID is the storage extension's ID in the host FileStorage returns.
+var ID = component.MustNewIDWithName("file_storage", "test")
+
+// FileStorage starts a file_storage extension on dir and returns a host that
+// has it as ID. A second one on the same dir, after the components using the
+// first closed their clients, is what a restarted collector finds.
+func FileStorage(t testing.TB, dir string) component.Host {
+	t.Helper()
+	f := filestorage.NewFactory()
+	cfg := f.CreateDefaultConfig().(*filestorage.Config)
+	cfg.Directory = dir
+	ext, err := f.Create(context.Background(), extensiontest.NewNopSettings(f.Type()), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ext.Start(context.Background(), Host{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := ext.Shutdown(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	return Host{ID: ext}
+}
+
+// Host is a component.Host with the given extensions.
+type Host map[component.ID]component.Component
+
+// GetExtensions implements component.Host.
+func (h Host) GetExtensions() map[component.ID]component.Component { return h }
