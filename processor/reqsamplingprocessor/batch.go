@@ -1,6 +1,7 @@
 package reqsamplingprocessor
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
+	"github.com/loom-otel/loom/internal/custody"
 	"github.com/loom-otel/loom/internal/failure"
 	"github.com/loom-otel/loom/internal/golden"
 	"github.com/loom-otel/loom/processor/reqsamplingprocessor/internal/policy"
@@ -96,7 +98,13 @@ type group struct {
 // whole until every request in it is decided, then filtered and forwarded:
 // no record is copied while it waits.
 type batch struct {
-	signal  signal
+	signal signal
+	// to is the pipeline it came from, and ctx the context it came with
+	// (client metadata), which its kept records are passed on with.
+	to  *outlet
+	ctx context.Context
+	// seq is its entry in the journal; 0 without storage.
+	seq     custody.Seq
 	logs    plog.Logs
 	traces  ptrace.Traces
 	groups  []group

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/confmap"
 )
 
@@ -34,6 +35,10 @@ type Config struct {
 	Learning LearningConfig `mapstructure:"learning"`
 	// VolumeGuard bounds what the policies that do not report failures keep.
 	VolumeGuard VolumeGuardConfig `mapstructure:"volume_guard"`
+	// Storage names a storage extension (file_storage) that keeps the
+	// records waiting for a decision until they are passed on, so that a
+	// crash loses none; without it they live in memory only.
+	Storage *component.ID `mapstructure:"storage"`
 
 	// options are test seams (clock, ticks), never set from YAML.
 	options []option `mapstructure:"-"`

@@ -36,6 +36,7 @@ func TestLoadConfig(t *testing.T) {
 	assert.Equal(t, gateway, got)
 	require.NoError(t, confmap.Validate(got))
 
+	requests := component.MustNewIDWithName("file_storage", "requests")
 	everything := &Config{
 		DecisionWait:   10 * time.Second,
 		MaxRequests:    100_000,
@@ -51,6 +52,7 @@ func TestLoadConfig(t *testing.T) {
 		},
 		Learning:    LearningConfig{HalfLife: 30 * time.Minute, MinFailures: 5, MinFailureRate: 0.5, PrefixLength: 3, MaxHashes: 200_000},
 		VolumeGuard: VolumeGuardConfig{MaxShare: 0.1},
+		Storage:     &requests,
 	}
 	got = loadConfig(t, "everything")
 	assert.Equal(t, everything, got)

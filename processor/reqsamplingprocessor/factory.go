@@ -63,7 +63,8 @@ func createDefaultConfig() component.Config {
 }
 
 // factory shares one sampler per component ID between the logs and traces
-// processors, so that a request's logs and spans share one fate.
+// processors (of every pipeline using the ID), so that a request's logs and
+// spans share one fate; each processor's records return to its own pipeline.
 type factory struct {
 	samplers sharedcomponent.Registry[*sampler]
 }
@@ -87,12 +88,12 @@ func (f *factory) createLogs(ctx context.Context, set processor.Settings, cfg co
 	if err != nil {
 		return nil, err
 	}
-	s.nextLogs = next
+	to := s.addOutlet(&outlet{signal: signalLogs, logs: next})
 	consume := func(ctx context.Context, ld plog.Logs) (plog.Logs, error) {
 		sc := s.scanners.Get().(*scanner)
 		b := sc.scanLogs(ld)
 		s.scanners.Put(sc)
-		return ld, skipped(s.submit(ctx, b))
+		return ld, skipped(s.submit(ctx, to, b))
 	}
 	return processorhelper.NewLogs(ctx, set, cfg, next, consume, f.options(set.ID, s)...)
 }
@@ -102,12 +103,12 @@ func (f *factory) createTraces(ctx context.Context, set processor.Settings, cfg 
 	if err != nil {
 		return nil, err
 	}
-	s.nextTraces = next
+	to := s.addOutlet(&outlet{signal: signalTraces, traces: next})
 	consume := func(ctx context.Context, td ptrace.Traces) (ptrace.Traces, error) {
 		sc := s.scanners.Get().(*scanner)
 		b := sc.scanTraces(td)
 		s.scanners.Put(sc)
-		return td, skipped(s.submit(ctx, b))
+		return td, skipped(s.submit(ctx, to, b))
 	}
 	return processorhelper.NewTraces(ctx, set, cfg, next, consume, f.options(set.ID, s)...)
 }
@@ -115,10 +116,7 @@ func (f *factory) createTraces(ctx context.Context, set processor.Settings, cfg 
 func (f *factory) options(id component.ID, s *sampler) []processorhelper.Option {
 	return []processorhelper.Option{
 		mutatesData,
-		processorhelper.WithStart(func(context.Context, component.Host) error {
-			s.start()
-			return nil
-		}),
+		processorhelper.WithStart(s.start),
 		processorhelper.WithShutdown(func(ctx context.Context) error { return f.shutdown(ctx, id, s) }),
 	}
 }

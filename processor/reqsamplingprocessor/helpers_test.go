@@ -88,6 +88,13 @@ func newHarnessTo(t testing.TB, cfg *Config, next interface {
 
 func newHarnessWith(t testing.TB, cfg *Config, nextLogs consumer.Logs, nextTraces consumer.Traces) *harness {
 	t.Helper()
+	id := component.MustNewIDWithName(metadata.Type.String(), strconv.Itoa(int(harnesses.Add(1))))
+	return newHarnessOn(t, cfg, componenttest.NewNopHost(), id, nextLogs, nextTraces)
+}
+
+// newHarnessOn runs the processors of id on host, whose extensions they may use.
+func newHarnessOn(t testing.TB, cfg *Config, host component.Host, id component.ID, nextLogs consumer.Logs, nextTraces consumer.Traces) *harness {
+	t.Helper()
 	h := &harness{
 		t:     t,
 		clock: &clock{now: t0},
@@ -97,7 +104,7 @@ func newHarnessWith(t testing.TB, cfg *Config, nextLogs consumer.Logs, nextTrace
 	cfg.options = append(cfg.options, withClock(h.clock.Now), withTicks(h.ticks))
 	f := NewFactory()
 	set := processortest.NewNopSettings(metadata.Type)
-	set.ID = component.MustNewIDWithName(metadata.Type.String(), strconv.Itoa(int(harnesses.Add(1))))
+	set.ID = id
 	set.TelemetrySettings = h.tel.NewTelemetrySettings()
 	h.id = set.ID
 	var err error
@@ -105,8 +112,8 @@ func newHarnessWith(t testing.TB, cfg *Config, nextLogs consumer.Logs, nextTrace
 	require.NoError(t, err)
 	h.traces, err = f.CreateTraces(context.Background(), set, cfg, nextTraces)
 	require.NoError(t, err)
-	require.NoError(t, h.logs.Start(context.Background(), componenttest.NewNopHost()))
-	require.NoError(t, h.traces.Start(context.Background(), componenttest.NewNopHost()))
+	require.NoError(t, h.logs.Start(context.Background(), host))
+	require.NoError(t, h.traces.Start(context.Background(), host))
 	t.Cleanup(func() {
 		h.shutdown()
 		require.NoError(t, h.tel.Shutdown(context.Background()))

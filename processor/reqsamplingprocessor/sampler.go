@@ -8,11 +8,11 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/component"
-	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/processor"
 	"go.uber.org/zap"
 
+	"github.com/loom-otel/loom/internal/custody"
 	"github.com/loom-otel/loom/internal/failure"
 	"github.com/loom-otel/loom/internal/golden"
 	"github.com/loom-otel/loom/processor/reqsamplingprocessor/internal/learner"
@@ -44,9 +44,10 @@ type sampler struct {
 	now       func() time.Time
 	testTicks <-chan chan struct{}
 
-	// next are the pipelines' consumers, set before Start.
-	nextLogs   consumer.Logs
-	nextTraces consumer.Traces
+	// outlets are the processors' pipelines by signal, added before Start.
+	outlets [numSignals][]*outlet
+	// journal keeps the records waiting for a decision; nil without storage.
+	journal *custody.Journal
 
 	work    chan *batch
 	flushes chan chan struct{}
@@ -153,13 +154,20 @@ func (s *sampler) becameHot(key string, bucket bool, st learner.Stats) {
 		zap.Float64("failures", st.Failures), zap.Float64("failure_rate", st.Rate()))
 }
 
-// start runs the deciding goroutine, once for both signals.
-func (s *sampler) start() {
+// start replays what the last run left in storage and runs the deciding
+// goroutine, once for all the processors sharing the sampler: the collector
+// creates them all before it starts any.
+func (s *sampler) start(ctx context.Context, host component.Host) error {
+	var err error
 	s.startOnce.Do(func() {
+		if err = s.openJournal(ctx, host); err != nil {
+			return
+		}
 		s.started.Store(true)
 		registerFailureMap(s.id, s)
 		go s.run()
 	})
+	return err
 }
 
 // flush decides every waiting request now and forwards the kept records:
@@ -198,13 +206,30 @@ func (s *sampler) shutdown(ctx context.Context) error {
 			}
 			unregisterFailureMap(s.id, s)
 		}
+		if cerr := s.journal.Close(ctx); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
 		s.tel.tb.Shutdown()
 	})
 	return err
 }
 
-// submit hands a scanned batch to the deciding goroutine.
-func (s *sampler) submit(ctx context.Context, b *batch) error {
+// submit hands a batch that came from a pipeline to the deciding goroutine,
+// once it is in storage when there is one: the sender is told it was
+// accepted when this returns.
+func (s *sampler) submit(ctx context.Context, to *outlet, b *batch) error {
+	b.to, b.ctx = to, context.WithoutCancel(ctx)
+	if err := s.keep(ctx, b); err != nil {
+		return err
+	}
+	err := s.hand(ctx, b)
+	if err != nil {
+		s.unkeep(b)
+	}
+	return err
+}
+
+func (s *sampler) hand(ctx context.Context, b *batch) error {
 	b.arrived = s.now()
 	select {
 	case <-s.done: // checked first: the work channel may still have room
@@ -438,19 +463,21 @@ func (s *sampler) release(b *batch) {
 		}
 		return true
 	}
-	var err error
+	var kept bool
 	switch b.signal {
 	case signalLogs:
 		filterLogs(b.logs, keep)
-		if b.logs.LogRecordCount() > 0 {
-			err = s.nextLogs.ConsumeLogs(s.tel.ctx, b.logs)
-		}
+		kept = b.logs.LogRecordCount() > 0
 	case signalTraces:
 		filterTraces(b.traces, keep)
-		if b.traces.SpanCount() > 0 {
-			err = s.nextTraces.ConsumeTraces(s.tel.ctx, b.traces)
-		}
+		kept = b.traces.SpanCount() > 0
 	}
+	var err error
+	if kept {
+		s.keepDecided(b)
+		err = b.to.consume(b.ctx, b)
+	}
+	s.unkeep(b)
 	s.tel.released(b.signal, counts)
 	if err != nil {
 		s.logger.Warn("The next consumer refused kept records", zap.String("signal", signalNames[b.signal]),

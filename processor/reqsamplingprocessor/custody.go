@@ -1,0 +1,198 @@
+package reqsamplingprocessor
+
+import (
+	"context"
+	"fmt"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.uber.org/zap"
+
+	"github.com/loom-otel/loom/internal/custody"
+)
+
+// outlet is one processor's pipeline: the records it took in go back to it.
+type outlet struct {
+	signal signal
+	logs   consumer.Logs
+	traces consumer.Traces
+}
+
+func (o *outlet) consume(ctx context.Context, b *batch) error {
+	if o.signal == signalLogs {
+		return o.logs.ConsumeLogs(ctx, b.logs)
+	}
+	return o.traces.ConsumeTraces(ctx, b.traces)
+}
+
+// addOutlet adds a created processor's pipeline; the collector creates every
+// processor before it starts any.
+func (s *sampler) addOutlet(o *outlet) *outlet {
+	s.outlets[o.signal] = append(s.outlets[o.signal], o)
+	return o
+}
+
+// A journal entry holds a batch as it arrived, or its kept records once
+// decided: those are replayed as they are, so a redelivery is identical.
+func arrivedKind(sig signal) custody.Kind { return custody.Kind(1 + sig) }
+func decidedKind(sig signal) custody.Kind { return custody.Kind(1 + numSignals + sig) }
+
+func kindOf(k custody.Kind) (sig signal, decided, ok bool) {
+	n := int(k) - 1
+	if n < 0 || n >= 2*int(numSignals) {
+		return 0, false, false
+	}
+	return signal(n % int(numSignals)), n >= int(numSignals), true
+}
+
+var (
+	logsMarshaler     plog.ProtoMarshaler
+	tracesMarshaler   ptrace.ProtoMarshaler
+	logsUnmarshaler   plog.ProtoUnmarshaler
+	tracesUnmarshaler ptrace.ProtoUnmarshaler
+)
+
+func marshal(b *batch) ([]byte, error) {
+	if b.signal == signalLogs {
+		return logsMarshaler.MarshalLogs(b.logs)
+	}
+	return tracesMarshaler.MarshalTraces(b.traces)
+}
+
+// openJournal opens the storage named by storage, if any, and replays what
+// the last run left there.
+func (s *sampler) openJournal(ctx context.Context, host component.Host) error {
+	if s.cfg.Storage == nil {
+		return nil
+	}
+	key := "processors::" + s.id.String() + "::storage"
+	for sig, outs := range s.outlets {
+		if len(outs) > 1 {
+			return fmt.Errorf("%s: %s is in %d %s pipelines, and after a crash the records it kept could not be told apart by pipeline: "+
+				"give each pipeline a reqsampling of its own (reqsampling/a, reqsampling/b)", key, s.id, len(outs), signalNames[sig])
+		}
+	}
+	j, err := custody.Open(ctx, host, *s.cfg.Storage, component.KindProcessor, s.id, "", key)
+	if err != nil {
+		return err
+	}
+	s.journal = j
+	return s.replay(ctx)
+}
+
+// keep writes an arriving batch to storage, before its sender is answered.
+func (s *sampler) keep(ctx context.Context, b *batch) error {
+	if s.journal == nil {
+		return nil
+	}
+	data, err := marshal(b)
+	if err != nil {
+		return err
+	}
+	seqs, err := s.journal.Keep(ctx, arrivedKind(b.signal), data)
+	if err != nil {
+		return fmt.Errorf("keeping records in storage: %w", err)
+	}
+	b.seq = seqs[0]
+	return nil
+}
+
+// keepDecided replaces a batch's entry by its kept records, annotated, so
+// that a crash before unkeep replays exactly what was passed on.
+func (s *sampler) keepDecided(b *batch) {
+	if s.journal == nil {
+		return
+	}
+	data, err := marshal(b)
+	if err == nil {
+		b.seq, err = s.journal.Replace(context.Background(), b.seq, decidedKind(b.signal), data)
+	}
+	if err != nil {
+		s.logger.Warn("Could not keep decided records in storage; a crash now would decide them again", zap.Error(err))
+	}
+}
+
+// unkeep deletes a batch's entry once the next consumer has returned.
+func (s *sampler) unkeep(b *batch) {
+	if s.journal == nil || b.seq == 0 {
+		return
+	}
+	if err := s.journal.Release(context.Background(), b.seq); err != nil {
+		s.logger.Warn("Could not delete passed-on records from storage; a crash now would pass them on again", zap.Error(err))
+	}
+}
+
+// replay takes in again what the last run kept and never passed on, before
+// the deciding goroutine runs: batches as they arrived wait for a decision
+// again; decided ones are passed on as they are. Their client metadata is
+// gone with the last run.
+func (s *sampler) replay(ctx context.Context) error {
+	entries, err := s.journal.Replay(ctx)
+	if err != nil {
+		return err
+	}
+	var replayed, lost int
+	for _, e := range entries {
+		b, decided, err := s.unmarshalEntry(e)
+		if err == nil && len(s.outlets[b.signal]) == 0 {
+			err = fmt.Errorf("no %s pipeline uses %s any more", signalNames[b.signal], s.id)
+		}
+		if err != nil {
+			lost++
+			s.logger.Warn("Dropped records the last run kept in storage", zap.Uint64("entry", uint64(e.Seq)), zap.Error(err))
+			if err := s.journal.Release(ctx, e.Seq); err != nil {
+				return err
+			}
+			continue
+		}
+		replayed++
+		b.to, b.ctx, b.seq = s.outlets[b.signal][0], ctx, e.Seq
+		if decided {
+			if err := b.to.consume(ctx, b); err != nil {
+				s.logger.Warn("The next consumer refused replayed records", zap.Error(err))
+			}
+			s.unkeep(b)
+			continue
+		}
+		b.arrived = s.now()
+		s.ingest(b)
+	}
+	if replayed+lost > 0 {
+		s.logger.Info("Replayed the records the last run kept and had not passed on",
+			zap.Int("batches", replayed), zap.Int("dropped", lost))
+	}
+	return nil
+}
+
+// unmarshalEntry rebuilds a batch from its entry: scanned again when it
+// waits for a decision, as it was on arrival.
+func (s *sampler) unmarshalEntry(e custody.Entry) (b *batch, decided bool, err error) {
+	sig, decided, ok := kindOf(e.Kind)
+	if !ok {
+		return nil, false, fmt.Errorf("unknown entry kind %d", e.Kind)
+	}
+	sc := s.scanners.Get().(*scanner)
+	defer s.scanners.Put(sc)
+	switch sig {
+	case signalLogs:
+		ld, err := logsUnmarshaler.UnmarshalLogs(e.Data)
+		if err != nil {
+			return nil, false, err
+		}
+		if decided {
+			return &batch{signal: sig, logs: ld}, true, nil
+		}
+		return sc.scanLogs(ld), false, nil
+	default:
+		td, err := tracesUnmarshaler.UnmarshalTraces(e.Data)
+		if err != nil {
+			return nil, false, err
+		}
+		if decided {
+			return &batch{signal: sig, traces: td}, true, nil
+		}
+		return sc.scanTraces(td), false, nil
+	}
+}

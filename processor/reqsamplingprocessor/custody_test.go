@@ -1,0 +1,154 @@
+package reqsamplingprocessor
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/client"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/processor/processortest"
+
+	"github.com/loom-otel/loom/internal/custody/custodytest"
+	"github.com/loom-otel/loom/processor/reqsamplingprocessor/internal/metadata"
+)
+
+func TestEachPipelineGetsItsOwnRecordsWithItsContext(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.BasePercentage = 100
+	c := &clock{now: t0}
+	ticks := make(chan chan struct{})
+	cfg.options = append(cfg.options, withClock(c.Now), withTicks(ticks))
+	f := NewFactory()
+	set := processortest.NewNopSettings(metadata.Type)
+	sinks := map[string]*consumertest.LogsSink{"a": {}, "b": {}}
+	for _, tenant := range []string{"a", "b"} {
+		p, err := f.CreateLogs(context.Background(), set, cfg, sinks[tenant])
+		require.NoError(t, err)
+		require.NoError(t, p.Start(context.Background(), componenttest.NewNopHost()))
+		defer func() { require.NoError(t, p.Shutdown(context.Background())) }()
+		ctx := client.NewContext(context.Background(), client.Info{
+			Metadata: client.NewMetadata(map[string][]string{"x-tenant": {tenant}}),
+		})
+		require.NoError(t, p.ConsumeLogs(ctx, logsOf(rec{reqID: "req-" + tenant})))
+	}
+	c.advance(cfg.DecisionWait)
+	tick := make(chan struct{})
+	ticks <- tick
+	<-tick
+
+	for tenant, sink := range sinks {
+		require.Len(t, sink.AllLogs(), 1, "pipeline %s", tenant)
+		assert.Equal(t, "req-"+tenant, reqIDOf(sink.AllLogs()[0].ResourceLogs().At(0).ScopeLogs().At(0).LogRecords().At(0).Attributes()))
+		assert.Equal(t, []string{tenant}, client.FromContext(sink.Contexts()[0]).Metadata.Get("x-tenant"),
+			"the client metadata it came with")
+	}
+}
+
+// crash closes the storage as a killed process leaves it: what was written
+// stays, nothing more is; the harness's sinks no longer count.
+func (h *harness) crash() {
+	s, ok := LookupFailureMap(h.id)
+	require.True(h.t, ok)
+	require.NoError(h.t, s.(*sampler).journal.Close(context.Background()))
+}
+
+// storedHarness runs id's processors with storage in dir.
+func storedHarness(t *testing.T, dir string, id component.ID, next ...*blockingLogs) *harness {
+	t.Helper()
+	cfg := onlyPolicies(PolicyConfig{Name: "errors", Type: Errors, Errors: ErrorsConfig{MinSeverity: "error"}})
+	cfg.Storage = &custodytest.ID
+	logSink, traceSink := new(consumertest.LogsSink), new(consumertest.TracesSink)
+	var nextLogs consumer.Logs = logSink
+	if len(next) > 0 {
+		nextLogs = next[0]
+	}
+	h := newHarnessOn(t, cfg, custodytest.FileStorage(t, dir), id, nextLogs, traceSink)
+	h.logSink, h.traceSink = logSink, traceSink
+	return h
+}
+
+func TestRecordsWaitingForADecisionSurviveACrash(t *testing.T) {
+	dir := t.TempDir()
+	id := component.MustNewIDWithName(metadata.Type.String(), "stored")
+	before := storedHarness(t, dir, id)
+	before.send(tracesOf(rec{reqID: "failing", service: "api", root: true, end: 10}, rec{reqID: "healthy", service: "api", root: true, end: 10}),
+		logsOf(rec{reqID: "failing", severity: plog.SeverityNumberError}, rec{reqID: "healthy"}))
+	before.tick()
+	before.crash()
+	require.Zero(t, before.logSink.LogRecordCount()+before.traceSink.SpanCount(), "nothing was decided before the crash")
+
+	after := storedHarness(t, dir, id)
+	after.wait(time.Minute)
+	got := after.out()
+	assert.Equal(t, 2, got.records("failing"), "the failing request's log and span, decided after the restart")
+	assert.Zero(t, got.records("healthy"))
+	after.shutdown()
+
+	again := storedHarness(t, dir, id)
+	again.wait(time.Minute)
+	assert.Zero(t, again.out().records("failing"), "passed on once, then deleted from storage")
+}
+
+// blockingLogs records the first batch it is given and never returns from
+// that call until released: the process dies while passing records on.
+type blockingLogs struct {
+	consumertest.LogsSink
+	called  chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func (b *blockingLogs) ConsumeLogs(ctx context.Context, ld plog.Logs) error {
+	err := b.LogsSink.ConsumeLogs(ctx, ld)
+	b.once.Do(func() {
+		close(b.called)
+		<-b.release
+	})
+	return err
+}
+
+func TestADecidedBatchIsReplayedAsItWasPassedOn(t *testing.T) {
+	dir := t.TempDir()
+	id := component.MustNewIDWithName(metadata.Type.String(), "replayed")
+	stuck := &blockingLogs{called: make(chan struct{}), release: make(chan struct{})}
+	before := storedHarness(t, dir, id, stuck)
+	defer close(stuck.release)
+	before.send(ptrace.NewTraces(), logsOf(rec{reqID: "failing", severity: plog.SeverityNumberError}, rec{reqID: "healthy"}))
+	before.clock.advance(time.Minute)
+	go before.tick()
+	<-stuck.called
+	before.crash()
+
+	after := storedHarness(t, dir, id)
+	require.Len(t, after.logSink.AllLogs(), 1, "replayed at start, without waiting for a decision")
+	var m plog.ProtoMarshaler
+	passedOn, err := m.MarshalLogs(stuck.AllLogs()[0])
+	require.NoError(t, err)
+	replayed, err := m.MarshalLogs(after.logSink.AllLogs()[0])
+	require.NoError(t, err)
+	assert.Equal(t, passedOn, replayed, "a redelivery is identical: decision, annotations and all")
+}
+
+func TestStorageRefusesTwoPipelinesOfOneSignal(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.Storage = &custodytest.ID
+	f := NewFactory()
+	set := processortest.NewNopSettings(metadata.Type)
+	a, err := f.CreateLogs(context.Background(), set, cfg, new(consumertest.LogsSink))
+	require.NoError(t, err)
+	b, err := f.CreateLogs(context.Background(), set, cfg, new(consumertest.LogsSink))
+	require.NoError(t, err)
+	err = a.Start(context.Background(), custodytest.FileStorage(t, t.TempDir()))
+	assert.ErrorContains(t, err, "processors::reqsampling::storage: reqsampling is in 2 logs pipelines")
+	require.NoError(t, a.Shutdown(context.Background()))
+	require.NoError(t, b.Shutdown(context.Background()))
+}
