@@ -13,9 +13,10 @@ var errWriterStopped = errors.New("eventgraph: the exporter is shut down")
 // groupWriter is the one writer of a store: it writes the events of
 // concurrent pushes (queue consumers, the logs and traces pipelines) together,
 // until maxRows events or maxWait, and answers every push with the outcome of
-// the write that held its events. One writer per graph keeps writes from
-// contending for the same nodes' locks (Neo4j) or the one write lock (SQLite),
-// and big transactions are where a graph store is fast.
+// the write that held its events (after a permanent error, its own write: see
+// flush). One writer per graph keeps writes from contending for the same
+// nodes' locks (Neo4j) or the one write lock (SQLite), and big transactions
+// are where a graph store is fast.
 type groupWriter struct {
 	store   eventgraph.Writer
 	maxRows int
@@ -114,18 +115,34 @@ func (w *groupWriter) collect(first *writeRequest) []*writeRequest {
 	return group
 }
 
+// flush writes the group's events in one write. A permanent error is about
+// some push's data, so when the write held several pushes each is written
+// again alone: only the pushes with the rejected data fail. Any other error
+// answers every push, for exporterhelper to retry.
 func (w *groupWriter) flush(group []*writeRequest) {
-	events := group[0].events
-	if len(group) > 1 {
-		events = nil
-		for _, req := range group {
-			events = append(events, req.events...)
-		}
+	if len(group) == 1 {
+		group[0].result <- w.writeEvents(group[0].events)
+		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), w.timeout)
-	err := w.store.Write(ctx, events)
-	cancel()
+	var events []eventgraph.Event
+	for _, req := range group {
+		events = append(events, req.events...)
+	}
+	err := w.writeEvents(events)
+	if eventgraph.IsPermanent(err) {
+		for _, req := range group {
+			req.result <- w.writeEvents(req.events)
+		}
+		return
+	}
 	for _, req := range group {
 		req.result <- err
 	}
+}
+
+// writeEvents is one store write, bounded by the timeout.
+func (w *groupWriter) writeEvents(events []eventgraph.Event) error {
+	ctx, cancel := context.WithTimeout(context.Background(), w.timeout)
+	defer cancel()
+	return w.store.Write(ctx, events)
 }

@@ -3,6 +3,10 @@ package eventgraphexporter
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math"
+	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -95,11 +99,78 @@ func TestGroupWriterBoundsRowsAndWait(t *testing.T) {
 
 func TestGroupWriterAnswersEveryPushWithTheWriteError(t *testing.T) {
 	boom := errors.New("database unavailable")
-	w := newGroupWriter(&fakeStore{err: boom}, 100, 10*time.Millisecond, time.Minute)
+	store := &fakeStore{err: boom}
+	// max_rows is the three pushes' events: they are written together.
+	w := newGroupWriter(store, 6, time.Hour, time.Minute)
 	defer w.close()
 	for _, err := range writeAll(w, events(1), events(2), events(3)) {
 		assert.ErrorIs(t, err, boom)
 	}
+	assert.Equal(t, []int{6}, store.sizes(), "a retryable error is exporterhelper's to retry, not the writer's")
+}
+
+// recordingStore passes writes to a store and records their sizes.
+type recordingStore struct {
+	eventgraph.Writer
+	mu     sync.Mutex
+	writes []int
+}
+
+func (r *recordingStore) Write(ctx context.Context, events []eventgraph.Event) error {
+	r.mu.Lock()
+	r.writes = append(r.writes, len(events))
+	r.mu.Unlock()
+	return r.Writer.Write(ctx, events)
+}
+
+func (r *recordingStore) sizes() []int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]int(nil), r.writes...)
+}
+
+// requestEvents are n log records of one request, with ids from first on.
+func requestEvents(reqID string, first, n int) []eventgraph.Event {
+	events := make([]eventgraph.Event, n)
+	for i := range events {
+		events[i] = eventgraph.Event{ID: fmt.Sprintf("%032x", first+i), Kind: eventgraph.KindLog,
+			Time: time.Date(2025, 5, 9, 12, 0, i, 0, time.UTC), ReqID: reqID, Message: "step"}
+	}
+	return events
+}
+
+// TestGroupWriterFailsOnlyThePushWithRejectedData: the embedded store
+// rejects an event of one push for good (an attribute JSON cannot encode);
+// that push fails permanently and the two written in the same group succeed.
+func TestGroupWriterFailsOnlyThePushWithRejectedData(t *testing.T) {
+	sqlite := openEmbedded(t, filepath.Join(t.TempDir(), "graph.db"))
+	store := &recordingStore{Writer: sqlite}
+	// max_rows is the three pushes' events and max_wait an hour: they are written together.
+	w := newGroupWriter(store, 6, time.Hour, time.Minute)
+	defer w.close()
+	good1, bad, good2 := requestEvents("req-a", 10, 2), requestEvents("req-b", 20, 2), requestEvents("req-c", 30, 2)
+	bad[1].Attrs = map[string]any{"resource_usage.gpu_seconds": math.NaN()}
+
+	errs := writeAll(w, good1, bad, good2)
+	require.NoError(t, errs[0])
+	require.NoError(t, errs[2])
+	require.Error(t, errs[1])
+	assert.True(t, eventgraph.IsPermanent(errs[1]), "exporterhelper must drop it, not retry it: %v", errs[1])
+	assert.ErrorContains(t, errs[1], bad[1].ID, "the error names the rejected event")
+	assert.Equal(t, []int{6, 2, 2, 2}, store.sizes(), "the group failed, then each push was written alone")
+
+	var ids []string
+	for _, e := range slices.Concat(good1, bad, good2) {
+		ids = append(ids, e.ID)
+	}
+	stored, err := sqlite.Events(context.Background(), ids)
+	require.NoError(t, err)
+	var storedIDs []string
+	for _, e := range stored {
+		storedIDs = append(storedIDs, e.ID)
+	}
+	assert.ElementsMatch(t, []string{good1[0].ID, good1[1].ID, good2[0].ID, good2[1].ID}, storedIDs,
+		"the good pushes are written; the bad push's write was rolled back whole")
 }
 
 func TestGroupWriterGivesUpWithTheContext(t *testing.T) {
