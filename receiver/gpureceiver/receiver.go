@@ -26,9 +26,13 @@ import (
 )
 
 // Log records are sent at least this often, and sooner when this many wait.
+// While the pipeline does not take them, ioctl events beyond
+// maxPendingRecords waiting records are dropped and counted, as the ring
+// buffer drops them when the reader falls behind.
 const (
-	logFlushInterval = time.Second
-	logFlushRecords  = 512
+	logFlushInterval  = time.Second
+	logFlushRecords   = 512
+	maxPendingRecords = 16 * logFlushRecords
 )
 
 // gpuReceiver is shared by the metrics and logs receivers of one
@@ -62,8 +66,10 @@ type gpuReceiver struct {
 	pendingRecords int
 	eventRecords   plog.LogRecordSlice
 	hasEventBatch  bool
-	stop           context.CancelFunc
-	wg             sync.WaitGroup
+	// flushNow asks the flush loop to send pending before its next tick.
+	flushNow chan struct{}
+	stop     context.CancelFunc
+	wg       sync.WaitGroup
 }
 
 func newGPUReceiver(cfg *Config, set receiver.Settings) (*gpuReceiver, error) {
@@ -85,7 +91,7 @@ func newGPUReceiver(cfg *Config, set receiver.Settings) (*gpuReceiver, error) {
 	}
 	return &gpuReceiver{
 		cfg: cfg, set: set, telemetry: telemetry, obsrecv: obsrecv, hostName: hostName,
-		calls: newCallTable(cfg.Ioctl.MaxProcesses), pending: plog.NewLogs(),
+		calls: newCallTable(cfg.Ioctl.MaxProcesses), pending: plog.NewLogs(), flushNow: make(chan struct{}, 1),
 		newTicker: func(d time.Duration) (<-chan time.Time, func()) {
 			t := time.NewTicker(d)
 			return t.C, t.Stop
@@ -308,6 +314,10 @@ func (r *gpuReceiver) onEvent(e ioctltrace.Event) {
 	if r.logs == nil {
 		return
 	}
+	if r.pendingRecords >= maxPendingRecords {
+		r.telemetry.ReceiverGpuIoctlEventsDropped.Add(ctx, 1)
+		return
+	}
 	var gpuID string
 	if r.nvml != nil && e.Kind == ioctltrace.KindRM && e.DeviceMajor == ioctltrace.NVIDIAMajor {
 		gpuID = r.nvml.DeviceByMinor()[e.DeviceMinor]
@@ -322,7 +332,10 @@ func (r *gpuReceiver) onEvent(e ioctltrace.Event) {
 	}
 	appendEventRecord(r.eventRecords, gpuID, e)
 	if r.pendingRecords++; r.pendingRecords >= logFlushRecords {
-		r.flushLocked(ctx)
+		select {
+		case r.flushNow <- struct{}{}:
+		default: // a flush is asked for already
+		}
 	}
 }
 
@@ -361,27 +374,29 @@ func (r *gpuReceiver) flushLoop(ctx context.Context) {
 			return
 		case <-tick.C:
 			r.flush(ctx)
+		case <-r.flushNow:
+			r.flush(ctx)
 		}
 	}
 }
 
+// flush sends the pending records; a refusal is counted by the
+// receiver's standard telemetry and the records are not retried (the
+// pipeline's exporters own retries). The batch is taken under r.mu and
+// sent outside it: the ring reader, the kernel log watcher and the scraper
+// keep adding records while the pipeline is slow. Only the flush loop
+// calls it, and shutdown once the loop is done, so batches go out one at a
+// time and in order.
 func (r *gpuReceiver) flush(ctx context.Context) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.flushLocked(ctx)
-}
-
-// flushLocked sends the pending records; a refusal is counted by the
-// receiver's standard telemetry and the records are not retried (the
-// pipeline's exporters own retries).
-func (r *gpuReceiver) flushLocked(ctx context.Context) {
-	n := r.pendingRecords
-	if n == 0 || r.logs == nil {
+	next, ld, n := r.logs, r.pending, r.pendingRecords
+	if n == 0 || next == nil {
+		r.mu.Unlock()
 		return
 	}
-	ld := r.pending
 	r.pending, r.pendingRecords, r.hasEventBatch = plog.NewLogs(), 0, false
+	r.mu.Unlock()
 	ctx = r.obsrecv.StartLogsOp(context.WithoutCancel(ctx))
-	err := r.logs.ConsumeLogs(ctx, ld)
+	err := next.ConsumeLogs(ctx, ld)
 	r.obsrecv.EndLogsOp(ctx, metadata.Type.String(), n, err)
 }

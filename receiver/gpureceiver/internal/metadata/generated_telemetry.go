@@ -76,7 +76,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ReceiverGpuIoctlEventsDropped, err = builder.meter.Int64Counter(
 		"otelcol_receiver_gpu_ioctl_events_dropped",
-		metric.WithDescription("ioctl events lost because the ring buffer was full; those calls are missing from every output. [Development]"),
+		metric.WithDescription("ioctl events lost because the ring buffer was full, or because 8192 log records already waited for a logs pipeline that did not take them; those calls are missing from the log records. [Development]"),
 		metric.WithUnit("{event}"),
 	)
 	errs = errors.Join(errs, err)

@@ -56,7 +56,7 @@ func AssertEqualReceiverGpuIoctlEvents(t *testing.T, tt *componenttest.Telemetry
 func AssertEqualReceiverGpuIoctlEventsDropped(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_receiver_gpu_ioctl_events_dropped",
-		Description: "ioctl events lost because the ring buffer was full; those calls are missing from every output. [Development]",
+		Description: "ioctl events lost because the ring buffer was full, or because 8192 log records already waited for a logs pipeline that did not take them; those calls are missing from the log records. [Development]",
 		Unit:        "{event}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
