@@ -11,9 +11,11 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
+	"go.opentelemetry.io/collector/client"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/extension/xextension/storage"
 )
@@ -65,23 +67,27 @@ func Open(ctx context.Context, host component.Host, storageID component.ID, kind
 
 func keyOf(seq Seq) string { return strconv.FormatUint(uint64(seq), 36) }
 
-// Keep writes entries of one kind in one transaction and returns their
-// sequence numbers, in order.
-func (j *Journal) Keep(ctx context.Context, kind Kind, data ...[]byte) ([]Seq, error) {
-	seqs := make([]Seq, len(data))
-	ops := make([]*storage.Operation, len(data))
-	for i, d := range data {
-		seqs[i] = Seq(j.next.Add(1))
-		ops[i] = storage.SetOperation(keyOf(seqs[i]), encode(kind, d))
+// Next numbers an entry about to be kept.
+func (j *Journal) Next() Seq { return Seq(j.next.Add(1)) }
+
+// Keep writes entries, numbered by Next, in one transaction.
+func (j *Journal) Keep(ctx context.Context, entries ...Entry) error {
+	ops := make([]*storage.Operation, len(entries))
+	for i, e := range entries {
+		ops[i] = storage.SetOperation(keyOf(e.Seq), encode(e.Kind, e.Data))
 	}
-	return seqs, j.client.Batch(ctx, ops...)
+	return j.client.Batch(ctx, ops...)
 }
 
-// Replace swaps one entry for another in one transaction: a record set that
-// was decided is kept in its outgoing form until it is handed on.
-func (j *Journal) Replace(ctx context.Context, old Seq, kind Kind, data []byte) (Seq, error) {
-	seq := Seq(j.next.Add(1))
-	return seq, j.client.Batch(ctx, storage.DeleteOperation(keyOf(old)), storage.SetOperation(keyOf(seq), encode(kind, data)))
+// Replace swaps entries for one, numbered by Next, in one transaction:
+// records that were decided or stitched are kept in their outgoing form
+// until they are handed on, so that a replay hands on the same bytes.
+func (j *Journal) Replace(ctx context.Context, old []Seq, e Entry) error {
+	ops := make([]*storage.Operation, 0, len(old)+1)
+	for _, s := range old {
+		ops = append(ops, storage.DeleteOperation(keyOf(s)))
+	}
+	return j.client.Batch(ctx, append(ops, storage.SetOperation(keyOf(e.Seq), encode(e.Kind, e.Data)))...)
 }
 
 // Release deletes entries whose records the next consumer has returned from.
@@ -137,4 +143,22 @@ func encode(kind Kind, data []byte) []byte {
 	out[0] = byte(kind)
 	copy(out[1:], data)
 	return out
+}
+
+// ClientKey tells apart the clients whose records must not be passed on
+// together: held records of one key share one call downstream, with the
+// context of one of them. It is empty for records that came without client
+// metadata or auth.
+func ClientKey(ctx context.Context) string {
+	info := client.FromContext(ctx)
+	var b strings.Builder
+	for _, k := range slices.Sorted(info.Metadata.Keys()) {
+		fmt.Fprintf(&b, "%s=%q;", k, info.Metadata.Get(k))
+	}
+	if info.Auth != nil {
+		for _, name := range slices.Sorted(slices.Values(info.Auth.GetAttributeNames())) {
+			fmt.Fprintf(&b, "auth.%s=%v;", name, info.Auth.GetAttribute(name))
+		}
+	}
+	return b.String()
 }

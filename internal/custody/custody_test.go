@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/client"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
 
@@ -28,11 +29,11 @@ func TestReplayReturnsWhatWasNotReleasedAcrossARestart(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	j := open(t, custodytest.FileStorage(t, dir))
-	seqs, err := j.Keep(ctx, 1, []byte("a"), []byte("b"), []byte("c"))
-	require.NoError(t, err)
-	require.NoError(t, j.Release(ctx, seqs[0]))
-	decided, err := j.Replace(ctx, seqs[2], 2, []byte("C"))
-	require.NoError(t, err)
+	a, b, c := Entry{Seq: j.Next(), Kind: 1, Data: []byte("a")}, Entry{Seq: j.Next(), Kind: 1, Data: []byte("b")}, Entry{Seq: j.Next(), Kind: 1, Data: []byte("c")}
+	require.NoError(t, j.Keep(ctx, a, b, c))
+	require.NoError(t, j.Release(ctx, a.Seq))
+	decided := Entry{Seq: j.Next(), Kind: 2, Data: []byte("C")}
+	require.NoError(t, j.Replace(ctx, []Seq{c.Seq}, decided))
 	// What a SIGKILL leaves is what was written: every call above returned.
 	require.NoError(t, j.Close(ctx))
 
@@ -40,11 +41,8 @@ func TestReplayReturnsWhatWasNotReleasedAcrossARestart(t *testing.T) {
 	defer func() { require.NoError(t, j.Close(ctx)) }()
 	left, err := j.Replay(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, []Entry{{Seq: seqs[1], Kind: 1, Data: []byte("b")}, {Seq: decided, Kind: 2, Data: []byte("C")}}, left)
-
-	more, err := j.Keep(ctx, 1, []byte("d"))
-	require.NoError(t, err)
-	assert.Greater(t, more[0], decided, "numbering continues after the replayed entries")
+	assert.Equal(t, []Entry{b, decided}, left)
+	assert.Greater(t, j.Next(), decided.Seq, "numbering continues after the replayed entries")
 }
 
 func TestOpenNamesTheKeyAndTheFix(t *testing.T) {
@@ -59,4 +57,14 @@ func TestOpenNamesTheKeyAndTheFix(t *testing.T) {
 type notStorage struct {
 	component.StartFunc
 	component.ShutdownFunc
+}
+
+func TestClientKeyTellsClientsApart(t *testing.T) {
+	with := func(md map[string][]string) context.Context {
+		return client.NewContext(context.Background(), client.Info{Metadata: client.NewMetadata(md)})
+	}
+	assert.Empty(t, ClientKey(context.Background()))
+	assert.Equal(t, ClientKey(with(map[string][]string{"x-tenant": {"a"}, "b": {"1"}})), ClientKey(with(map[string][]string{"b": {"1"}, "x-tenant": {"a"}})))
+	assert.NotEqual(t, ClientKey(with(map[string][]string{"x-tenant": {"a"}})), ClientKey(with(map[string][]string{"x-tenant": {"b"}})))
+	assert.NotEqual(t, ClientKey(with(map[string][]string{"x-tenant": {"a;b"}})), ClientKey(with(map[string][]string{"x-tenant": {"a", "b"}})))
 }

@@ -91,11 +91,11 @@ func (s *sampler) keep(ctx context.Context, b *batch) error {
 	if err != nil {
 		return err
 	}
-	seqs, err := s.journal.Keep(ctx, arrivedKind(b.signal), data)
-	if err != nil {
+	e := custody.Entry{Seq: s.journal.Next(), Kind: arrivedKind(b.signal), Data: data}
+	if err := s.journal.Keep(ctx, e); err != nil {
 		return fmt.Errorf("keeping records in storage: %w", err)
 	}
-	b.seq = seqs[0]
+	b.seq = e.Seq
 	return nil
 }
 
@@ -107,7 +107,10 @@ func (s *sampler) keepDecided(b *batch) {
 	}
 	data, err := marshal(b)
 	if err == nil {
-		b.seq, err = s.journal.Replace(context.Background(), b.seq, decidedKind(b.signal), data)
+		e := custody.Entry{Seq: s.journal.Next(), Kind: decidedKind(b.signal), Data: data}
+		if err = s.journal.Replace(context.Background(), []custody.Seq{b.seq}, e); err == nil {
+			b.seq = e.Seq
+		}
 	}
 	if err != nil {
 		s.logger.Warn("Could not keep decided records in storage; a crash now would decide them again", zap.Error(err))

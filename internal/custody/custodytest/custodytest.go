@@ -4,6 +4,7 @@ package custodytest // import "github.com/loom-otel/loom/internal/custody/custod
 
 import (
 	"context"
+	"os"
 	"testing"
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/extension/storage/filestorage"
@@ -42,3 +43,15 @@ type Host map[component.ID]component.Component
 
 // GetExtensions implements component.Host.
 func (h Host) GetExtensions() map[component.ID]component.Component { return h }
+
+// Snapshot copies the storage files in dir as a SIGKILL would leave them at
+// this moment (every returned write is in them), for a second FileStorage to
+// start from while the first still runs.
+func Snapshot(t testing.TB, dir string) string {
+	t.Helper()
+	to := t.TempDir()
+	if err := os.CopyFS(to, os.DirFS(dir)); err != nil {
+		t.Fatal(err)
+	}
+	return to
+}
