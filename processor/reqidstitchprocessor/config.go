@@ -33,6 +33,10 @@ type Config struct {
 	// (authenticated) may turn it on: a client that sets them could rewrite
 	// another request's event in the graph or add edges to it.
 	TrustUpstreamIdentity bool `mapstructure:"trust_upstream_identity"`
+	// Storage names a storage extension (file_storage) that keeps held
+	// records until they are passed on, so that a crash loses none; without
+	// it they live in memory only.
+	Storage *component.ID `mapstructure:"storage"`
 
 	// options are test seams (clock, ticks), never set from YAML.
 	options []option `mapstructure:"-"`

@@ -55,6 +55,7 @@ func TestLoadConfig(t *testing.T) {
 	gateway := loadConfig(t, "gateway")
 	assert.False(t, gateway.GPUAttribution.Enabled)
 	assert.Empty(t, gateway.Rules, "rules: [] replaces the default rules")
+	assert.Equal(t, component.MustNewIDWithName("file_storage", "requests"), *gateway.Storage)
 	require.NoError(t, confmap.Validate(gateway))
 }
 

@@ -129,8 +129,9 @@ func newProcessor[T any](f *factory, set processor.Settings, cfg component.Confi
 	if err != nil {
 		return nil, err
 	}
+	s.addPipeline(sig.name)
 	return &stitchProcessor[T]{
-		s: s, sig: sig, next: next, hold: newHoldQueue[T](c.Hold),
+		id: set.ID, s: s, sig: sig, next: next, hold: newHoldQueue[T](c.Hold),
 		logger: set.Logger, release: release,
 	}, nil
 }

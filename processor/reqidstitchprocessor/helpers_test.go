@@ -6,7 +6,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
@@ -40,6 +42,13 @@ type harness struct {
 
 func newHarness(tb testing.TB, configure func(*Config)) *harness {
 	tb.Helper()
+	return newHarnessOn(tb, componenttest.NewNopHost(), nil, configure)
+}
+
+// newHarnessOn runs the processors on host, whose extensions they may use,
+// and sends what the logs processor passes on to nextLogs when it is set.
+func newHarnessOn(tb testing.TB, host component.Host, nextLogs consumer.Logs, configure func(*Config)) *harness {
+	tb.Helper()
 	h := &harness{
 		tb: tb, clock: t0, ticks: make(chan chan struct{}),
 		logOut: new(consumertest.LogsSink), spanOut: new(consumertest.TracesSink),
@@ -55,12 +64,15 @@ func newHarness(tb testing.TB, configure func(*Config)) *harness {
 	set.MeterProvider = sdkmetric.NewMeterProvider(sdkmetric.WithReader(h.metrics))
 	ctx := context.Background()
 	var err error
-	h.logs, err = f.CreateLogs(ctx, set, cfg, h.logOut)
+	if nextLogs == nil {
+		nextLogs = h.logOut
+	}
+	h.logs, err = f.CreateLogs(ctx, set, cfg, nextLogs)
 	require.NoError(tb, err)
 	h.traces, err = f.CreateTraces(ctx, set, cfg, h.spanOut)
 	require.NoError(tb, err)
-	require.NoError(tb, h.logs.Start(ctx, componenttest.NewNopHost()))
-	require.NoError(tb, h.traces.Start(ctx, componenttest.NewNopHost()))
+	require.NoError(tb, h.logs.Start(ctx, host))
+	require.NoError(tb, h.traces.Start(ctx, host))
 	tb.Cleanup(h.shutdown)
 	return h
 }

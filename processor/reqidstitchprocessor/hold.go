@@ -1,10 +1,20 @@
 package reqidstitchprocessor // import "github.com/loom-otel/loom/processor/reqidstitchprocessor"
 
+import (
+	"context"
+	"slices"
+
+	"github.com/loom-otel/loom/internal/custody"
+)
+
 // parked is one held record, alone in a batch with its resource and scope.
 type parked[T any] struct {
 	data     T
 	bytes    int
 	deadline int64
+	// ctx is the context it came with; seq its journal entry (0 without storage).
+	ctx context.Context
+	seq custody.Seq
 }
 
 // holdQueue holds records that wait for a binding, oldest first, within a
@@ -23,21 +33,22 @@ func newHoldQueue[T any](cfg HoldConfig) holdQueue[T] {
 
 func (q *holdQueue[T]) enabled() bool { return q.wait > 0 }
 
-// push holds data until now+wait. To stay within bounds it first pushes the
+// push holds p until now+wait. To stay within bounds it first pushes the
 // oldest records out through pushOut; a record that can never fit is refused.
-func (q *holdQueue[T]) push(data T, size int, now int64, pushOut func(T)) bool {
-	if size > q.maxBytes {
+func (q *holdQueue[T]) push(p parked[T], now int64, pushOut func(parked[T])) bool {
+	if p.bytes > q.maxBytes {
 		return false
 	}
-	for len(q.items) >= q.maxRecords || q.bytes+size > q.maxBytes {
+	for len(q.items) >= q.maxRecords || q.bytes+p.bytes > q.maxBytes {
 		oldest := q.items[0]
 		q.items[0] = parked[T]{}
 		q.items = q.items[1:]
 		q.bytes -= oldest.bytes
-		pushOut(oldest.data)
+		pushOut(oldest)
 	}
-	q.items = append(q.items, parked[T]{data: data, bytes: size, deadline: now + q.wait})
-	q.bytes += size
+	p.deadline = now + q.wait
+	q.items = append(q.items, p)
+	q.bytes += p.bytes
 	return true
 }
 
@@ -59,9 +70,12 @@ func (q *holdQueue[T]) len() int { return len(q.items) }
 
 // signal is what the generic processor needs to know about plog.Logs or ptrace.Traces.
 type signal[T any] struct {
-	newBatch func() T
-	count    func(T) int
-	size     func(T) int
+	name      string
+	newBatch  func() T
+	marshal   func(T) ([]byte, error)
+	unmarshal func([]byte) (T, error)
+	count     func(T) int
+	size      func(T) int
 	// appendTo moves every record of src to the end of dst.
 	appendTo func(src, dst T)
 	// stitch stitches a batch in place, offering records that wait to hold.
@@ -72,10 +86,40 @@ type signal[T any] struct {
 	release func(s *stitcher, parked T)
 }
 
-// sweepHold releases into one batch the held records that are now bound or
-// have waited long enough, or all of them when flushing. The caller holds s.mu.
-func sweepHold[T any](s *stitcher, q *holdQueue[T], sig signal[T], now int64, flush bool) T {
-	out := sig.newBatch()
+// outgoing is held records passed on in one call: they came from one client
+// (custody.ClientKey), and go on with the context of the first of them.
+type outgoing[T any] struct {
+	client string
+	ctx    context.Context
+	data   T
+	seqs   []custody.Seq
+}
+
+// releases collects held records on their way out, by client.
+type releases[T any] []outgoing[T]
+
+// add sends a held record on its way: the causal rules, the count, its
+// client's batch. The caller holds s.mu.
+func (r *releases[T]) add(s *stitcher, sig signal[T], p parked[T], o outcome) {
+	sig.release(s, p.data)
+	s.tally.released[o]++
+	key := custody.ClientKey(p.ctx)
+	i := slices.IndexFunc(*r, func(g outgoing[T]) bool { return g.client == key })
+	if i < 0 {
+		*r = append(*r, outgoing[T]{client: key, ctx: p.ctx, data: sig.newBatch()})
+		i = len(*r) - 1
+	}
+	g := &(*r)[i]
+	sig.appendTo(p.data, g.data)
+	if p.seq != 0 {
+		g.seqs = append(g.seqs, p.seq)
+	}
+}
+
+// sweepHold releases the held records that are now bound or have waited
+// long enough, or all of them when flushing. The caller holds s.mu.
+func sweepHold[T any](s *stitcher, q *holdQueue[T], sig signal[T], now int64, flush bool) releases[T] {
+	var out releases[T]
 	q.sweep(func(p parked[T]) bool {
 		outcome := outcomeBound
 		if sig.restitch(s, p.data, now) {
@@ -88,15 +132,8 @@ func sweepHold[T any](s *stitcher, q *holdQueue[T], sig signal[T], now int64, fl
 				return true
 			}
 		}
-		releaseHeld(s, sig, p.data, out, outcome)
+		out.add(s, sig, p, outcome)
 		return false
 	})
 	return out
-}
-
-// releaseHeld sends a held record on its way: the causal rules, the count, the batch out.
-func releaseHeld[T any](s *stitcher, sig signal[T], data, out T, o outcome) {
-	sig.release(s, data)
-	s.tally.released[o]++
-	sig.appendTo(data, out)
 }

@@ -88,15 +88,16 @@ func TestShutdownFlushesTheHold(t *testing.T) {
 func TestHoldQueue(t *testing.T) {
 	q := newHoldQueue[int](HoldConfig{Duration: time.Second, MaxRecords: 3, MaxBytes: 100})
 	var out []int
-	pushOut := func(v int) { out = append(out, v) }
+	pushOut := func(p parked[int]) { out = append(out, p.data) }
+	push := func(v, size int) bool { return q.push(parked[int]{data: v, bytes: size}, 0, pushOut) }
 	for i := range 3 {
-		require.True(t, q.push(i, 30, 0, pushOut))
+		require.True(t, push(i, 30))
 	}
-	require.True(t, q.push(3, 30, 0, pushOut))
+	require.True(t, push(3, 30))
 	assert.Equal(t, []int{0}, out, "count bound")
-	require.True(t, q.push(4, 70, 0, pushOut))
+	require.True(t, push(4, 70))
 	assert.Equal(t, []int{0, 1, 2}, out, "byte bound")
-	assert.False(t, q.push(5, 101, 0, pushOut))
+	assert.False(t, push(5, 101))
 	assert.Equal(t, 2, q.len())
 	assert.Equal(t, 100, q.bytes)
 

@@ -2,6 +2,7 @@ package reqidstitchprocessor // import "github.com/loom-otel/loom/processor/reqi
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
@@ -9,36 +10,47 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor/processorhelper"
 	"go.uber.org/zap"
+
+	"github.com/loom-otel/loom/internal/custody"
 )
 
 var logSignal = signal[plog.Logs]{
-	newBatch: plog.NewLogs,
-	count:    plog.Logs.LogRecordCount,
-	size:     (&plog.ProtoMarshaler{}).LogsSize,
-	appendTo: func(src, dst plog.Logs) { src.ResourceLogs().MoveAndAppendTo(dst.ResourceLogs()) },
-	stitch:   (*stitcher).stitchLogs,
-	restitch: (*stitcher).restitchLog,
-	release:  (*stitcher).releaseLog,
+	name:      "logs",
+	newBatch:  plog.NewLogs,
+	marshal:   (&plog.ProtoMarshaler{}).MarshalLogs,
+	unmarshal: (&plog.ProtoUnmarshaler{}).UnmarshalLogs,
+	count:     plog.Logs.LogRecordCount,
+	size:      (&plog.ProtoMarshaler{}).LogsSize,
+	appendTo:  func(src, dst plog.Logs) { src.ResourceLogs().MoveAndAppendTo(dst.ResourceLogs()) },
+	stitch:    (*stitcher).stitchLogs,
+	restitch:  (*stitcher).restitchLog,
+	release:   (*stitcher).releaseLog,
 }
 
 var spanSignal = signal[ptrace.Traces]{
-	newBatch: ptrace.NewTraces,
-	count:    ptrace.Traces.SpanCount,
-	size:     (&ptrace.ProtoMarshaler{}).TracesSize,
-	appendTo: func(src, dst ptrace.Traces) { src.ResourceSpans().MoveAndAppendTo(dst.ResourceSpans()) },
-	stitch:   (*stitcher).stitchSpans,
-	restitch: (*stitcher).restitchSpan,
-	release:  (*stitcher).releaseSpan,
+	name:      "traces",
+	newBatch:  ptrace.NewTraces,
+	marshal:   (&ptrace.ProtoMarshaler{}).MarshalTraces,
+	unmarshal: (&ptrace.ProtoUnmarshaler{}).UnmarshalTraces,
+	count:     ptrace.Traces.SpanCount,
+	size:      (&ptrace.ProtoMarshaler{}).TracesSize,
+	appendTo:  func(src, dst ptrace.Traces) { src.ResourceSpans().MoveAndAppendTo(dst.ResourceSpans()) },
+	stitch:    (*stitcher).stitchSpans,
+	restitch:  (*stitcher).restitchSpan,
+	release:   (*stitcher).releaseSpan,
 }
 
 // stitchProcessor is one logs or traces processor: its own hold over the
 // stitcher that its component ID shares.
 type stitchProcessor[T any] struct {
+	id     component.ID
 	s      *stitcher
 	sig    signal[T]
 	next   func(context.Context, T) error
 	hold   holdQueue[T] // guarded by s.mu
 	logger *zap.Logger
+	// journal keeps the held records; nil without storage.
+	journal *custody.Journal
 	// release drops this processor's reference to the shared stitcher.
 	release func()
 }
@@ -46,36 +58,94 @@ type stitchProcessor[T any] struct {
 func (p *stitchProcessor[T]) process(ctx context.Context, batch T) (T, error) {
 	s := p.s
 	now := s.nowNanos()
-	var overflow T
-	overflowed := false
+	var overflow releases[T]
+	var kept []custody.Entry
+	var keepErr error
 	var hold func(T) bool
 	if p.hold.enabled() {
+		var heldCtx context.Context // the call's context without its deadline, made once
 		hold = func(data T) bool {
-			s.tally.held++
-			pushOut := func(old T) {
-				if !overflowed {
-					overflow, overflowed = p.sig.newBatch(), true
-				}
-				releaseHeld(s, p.sig, old, overflow, outcomeOverflow)
+			if heldCtx == nil {
+				heldCtx = context.WithoutCancel(ctx)
 			}
-			if !p.hold.push(data, p.sig.size(data), now, pushOut) {
+			s.tally.held++
+			held := parked[T]{data: data, bytes: p.sig.size(data), ctx: heldCtx}
+			var entry custody.Entry
+			if p.journal != nil && keepErr == nil {
+				entry = custody.Entry{Seq: p.journal.Next(), Kind: entryHeld}
+				entry.Data, keepErr = p.sig.marshal(data)
+				held.seq = entry.Seq
+			}
+			pushOut := func(old parked[T]) { overflow.add(s, p.sig, old, outcomeOverflow) }
+			if !p.hold.push(held, now, pushOut) {
 				s.tally.released[outcomeOverflow]++
 				return false
+			}
+			if held.seq != 0 {
+				kept = append(kept, entry)
 			}
 			return true
 		}
 	}
 	s.mu.Lock()
 	p.sig.stitch(s, batch, now, hold)
+	if len(kept) > 0 && keepErr == nil {
+		// Under the mutex: a sweep must not pass a record on (and delete its
+		// entry) before the entry is written.
+		keepErr = p.journal.Keep(ctx, kept...)
+	}
 	s.tel.flush(ctx, &s.tally)
 	s.mu.Unlock()
-	if overflowed {
-		p.sig.appendTo(overflow, batch)
+	p.passOn(overflow)
+	if keepErr != nil {
+		// The held records stay held: passed on later, and again when the
+		// sender retries. A duplicate rather than a loss.
+		return batch, fmt.Errorf("keeping held records in storage: %w", keepErr)
 	}
 	if p.sig.count(batch) == 0 {
 		return batch, processorhelper.ErrSkipProcessingData
 	}
 	return batch, nil
+}
+
+// The journal of a hold keeps records as they were held, and as they are
+// passed on: a replay passes on the same bytes.
+const (
+	entryHeld custody.Kind = iota + 1
+	entryPassedOn
+)
+
+// passOn hands released records to the next consumer, each client's with its
+// context, and deletes their entries once it has returned. Called without s.mu.
+func (p *stitchProcessor[T]) passOn(out releases[T]) {
+	for _, g := range out {
+		done := p.keepPassedOn(g)
+		if err := p.next(g.ctx, g.data); err != nil {
+			p.logger.Warn("passing on held records failed", zap.Error(err))
+		}
+		if p.journal != nil {
+			if err := p.journal.Release(context.Background(), done...); err != nil {
+				p.logger.Warn("Could not delete passed-on records from storage; a crash now would pass them on again", zap.Error(err))
+			}
+		}
+	}
+}
+
+// keepPassedOn replaces the entries of records about to be passed on by one
+// entry of their outgoing form, and returns the entries to delete after.
+func (p *stitchProcessor[T]) keepPassedOn(g outgoing[T]) []custody.Seq {
+	if p.journal == nil || len(g.seqs) == 0 {
+		return nil
+	}
+	raw, err := p.sig.marshal(g.data)
+	if err == nil {
+		e := custody.Entry{Seq: p.journal.Next(), Kind: entryPassedOn, Data: raw}
+		if err = p.journal.Replace(context.Background(), g.seqs, e); err == nil {
+			return []custody.Seq{e.Seq}
+		}
+	}
+	p.logger.Warn("Could not keep stitched records in storage; a crash now would stitch them again", zap.Error(err))
+	return g.seqs
 }
 
 // sweep passes on the held records that are bound or waited long enough (all
@@ -85,25 +155,23 @@ func (p *stitchProcessor[T]) sweep(flush bool) {
 	out := sweepHold(p.s, &p.hold, p.sig, p.s.nowNanos(), flush)
 	p.s.tel.flush(context.Background(), &p.s.tally)
 	p.s.mu.Unlock()
-	if p.sig.count(out) == 0 {
-		return
-	}
-	if err := p.next(context.Background(), out); err != nil {
-		p.logger.Warn("passing on held records failed", zap.Error(err))
-	}
+	p.passOn(out)
 }
 
-func (p *stitchProcessor[T]) start(context.Context, component.Host) error {
+func (p *stitchProcessor[T]) start(ctx context.Context, host component.Host) error {
+	if err := p.openJournal(ctx, host); err != nil {
+		return err
+	}
 	p.s.register(p)
 	return nil
 }
 
 // shutdown flushes the hold: nothing is dropped by this processor.
-func (p *stitchProcessor[T]) shutdown(context.Context) error {
+func (p *stitchProcessor[T]) shutdown(ctx context.Context) error {
 	p.s.unregister(p)
 	p.sweep(true)
 	p.release()
-	return nil
+	return p.journal.Close(ctx)
 }
 
 // sweeper is a processor whose hold the stitcher's ticker sweeps.

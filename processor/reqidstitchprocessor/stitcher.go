@@ -38,8 +38,10 @@ type stitcher struct {
 	// The ticker that sweeps the holds runs while any processor is started.
 	lifecycle sync.Mutex
 	sweepers  []sweeper
-	stop      chan struct{}
-	done      chan struct{}
+	// holds counts the processors created, by signal: each has a hold.
+	holds map[string]int
+	stop  chan struct{}
+	done  chan struct{}
 	// testTicks replaces the ticker in tests: each tick is a channel closed once swept.
 	testTicks <-chan chan struct{}
 }
@@ -73,6 +75,23 @@ func newStitcher(set processor.Settings, cfg *Config) (*stitcher, error) {
 }
 
 func (s *stitcher) nowNanos() int64 { return s.now().UnixNano() }
+
+// addPipeline counts a processor created for a pipeline of signal.
+func (s *stitcher) addPipeline(signal string) {
+	s.lifecycle.Lock()
+	defer s.lifecycle.Unlock()
+	if s.holds == nil {
+		s.holds = map[string]int{}
+	}
+	s.holds[signal]++
+}
+
+// pipelines is the number of pipelines of signal using the stitcher.
+func (s *stitcher) pipelines(signal string) int {
+	s.lifecycle.Lock()
+	defer s.lifecycle.Unlock()
+	return s.holds[signal]
+}
 
 // expire drops requests past their TTL; every processor's ticker calls it.
 func (s *stitcher) expire(now int64) {

@@ -1,0 +1,68 @@
+package reqidstitchprocessor // import "github.com/loom-otel/loom/processor/reqidstitchprocessor"
+
+import (
+	"context"
+	"fmt"
+
+	"go.opentelemetry.io/collector/component"
+	"go.uber.org/zap"
+
+	"github.com/loom-otel/loom/internal/custody"
+)
+
+// openJournal opens the storage named by storage, if any, and takes in what
+// the last run left there: records that waited in the hold wait again;
+// records on their way out are passed on as they were.
+func (p *stitchProcessor[T]) openJournal(ctx context.Context, host component.Host) error {
+	storageID := p.s.cfg.Storage
+	if storageID == nil {
+		return nil
+	}
+	key := "processors::" + p.id.String() + "::storage"
+	if n := p.s.pipelines(p.sig.name); n > 1 {
+		return fmt.Errorf("%s: %s is in %d %s pipelines, and after a crash the records it held could not be told apart by pipeline: "+
+			"give each pipeline a reqidstitch of its own (reqidstitch/a, reqidstitch/b)", key, p.id, n, p.sig.name)
+	}
+	j, err := custody.Open(ctx, host, *storageID, component.KindProcessor, p.id, p.sig.name, key)
+	if err != nil {
+		return err
+	}
+	p.journal = j
+	entries, err := j.Replay(ctx)
+	if err != nil {
+		return err
+	}
+	var out releases[T]
+	now := p.s.nowNanos()
+	dropped := 0
+	p.s.mu.Lock()
+	for _, e := range entries {
+		data, err := p.sig.unmarshal(e.Data)
+		if err == nil && e.Kind != entryHeld && e.Kind != entryPassedOn {
+			err = fmt.Errorf("unknown entry kind %d", e.Kind)
+		}
+		switch {
+		case err != nil:
+			dropped++
+			p.logger.Warn("Dropped records the last run held in storage", zap.Uint64("entry", uint64(e.Seq)), zap.Error(err))
+			if err := j.Release(ctx, e.Seq); err != nil {
+				p.s.mu.Unlock()
+				return err
+			}
+		case e.Kind == entryPassedOn:
+			out = append(out, outgoing[T]{ctx: ctx, data: data, seqs: []custody.Seq{e.Seq}})
+		default:
+			held := parked[T]{data: data, bytes: p.sig.size(data), ctx: ctx, seq: e.Seq}
+			if !p.hold.enabled() || !p.hold.push(held, now, func(old parked[T]) { out.add(p.s, p.sig, old, outcomeOverflow) }) {
+				out.add(p.s, p.sig, held, outcomeExpired)
+			}
+		}
+	}
+	p.s.mu.Unlock()
+	if len(entries) > 0 {
+		p.logger.Info("Replayed the records the last run held and had not passed on",
+			zap.Int("entries", len(entries)), zap.Int("dropped", dropped))
+	}
+	p.passOn(out)
+	return nil
+}
