@@ -33,9 +33,10 @@ type lokiPushes struct {
 }
 
 type lokiEntry struct {
-	labels   string
-	metadata map[string]string
-	line     string
+	labels    string
+	metadata  map[string]string
+	line      string
+	timestamp time.Time
 }
 
 func (l *lokiPushes) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -64,7 +65,7 @@ func (l *lokiPushes) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			for _, kv := range e.StructuredMetadata {
 				md[kv.Name] = kv.Value
 			}
-			l.entries = append(l.entries, lokiEntry{labels: stream.Labels, metadata: md, line: e.Line})
+			l.entries = append(l.entries, lokiEntry{labels: stream.Labels, metadata: md, line: e.Line, timestamp: e.Timestamp})
 		}
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -107,6 +108,21 @@ func runCollector(t testing.TB, args ...string) (string, error) {
 // reports ready and stops the collector when the test ends.
 func startCollector(t testing.TB, configPath string, edit func(cfg map[string]any)) *collector {
 	t.Helper()
+	return launchCollector(t, renderConfig(t, configPath, edit), t.TempDir())
+}
+
+// renderedConfig is a config written for one test, with its listeners on the
+// free ports they were given.
+type renderedConfig struct {
+	path           string
+	endpoints      map[string]string
+	healthEndpoint string
+}
+
+// renderConfig reads the shipped config at configPath, applies edit, moves
+// every loopback listener to a free port and writes the result to a temporary file.
+func renderConfig(t testing.TB, configPath string, edit func(cfg map[string]any)) renderedConfig {
+	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(repoRoot, configPath))
 	if err != nil {
 		t.Fatal(err)
@@ -132,9 +148,15 @@ func startCollector(t testing.TB, configPath string, edit func(cfg map[string]an
 	if err := os.WriteFile(path, rendered, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return renderedConfig{path: path, endpoints: endpoints, healthEndpoint: health}
+}
 
-	c := &collector{t: t, out: &syncBuffer{}, exited: make(chan struct{}), endpoints: endpoints, dir: t.TempDir()}
-	c.cmd = exec.Command(collectorBin, "--config", path)
+// launchCollector runs the binary on cfg in the working directory dir, waits
+// until it is ready and stops it when the test ends.
+func launchCollector(t testing.TB, cfg renderedConfig, dir string) *collector {
+	t.Helper()
+	c := &collector{t: t, out: &syncBuffer{}, exited: make(chan struct{}), endpoints: cfg.endpoints, dir: dir}
+	c.cmd = exec.Command(collectorBin, "--config", cfg.path)
 	c.cmd.Dir = c.dir
 	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
 	if err := c.cmd.Start(); err != nil {
@@ -145,7 +167,7 @@ func startCollector(t testing.TB, configPath string, edit func(cfg map[string]an
 		close(c.exited)
 	}()
 	t.Cleanup(c.stop)
-	c.waitReady(health, 60*time.Second)
+	c.waitReady(cfg.healthEndpoint, 60*time.Second)
 	return c
 }
 
@@ -187,6 +209,59 @@ func (c *collector) stop() {
 			c.t.Errorf("collector did not stop within 30s of SIGTERM; its log:\n%s", c.out)
 		}
 	})
+}
+
+// kill sends SIGKILL, as an OOM kill or a node loss would, and waits until
+// the process is gone; the stop at the end of the test then does nothing.
+func (c *collector) kill() {
+	c.stopOnce.Do(func() {
+		_ = c.cmd.Process.Kill()
+		<-c.exited
+	})
+}
+
+// restartableCollector is one collector config that a test kills and starts
+// again: every run has the same ports, the same working directory and so the
+// same storage.
+type restartableCollector struct {
+	t      testing.TB
+	config renderedConfig
+	dir    string
+	// runs are the processes started so far, the last one current.
+	runs []*collector
+}
+
+// startRestartableCollector is startCollector for a collector the test will
+// kill and restart.
+func startRestartableCollector(t testing.TB, configPath string, edit func(cfg map[string]any)) *restartableCollector {
+	t.Helper()
+	r := &restartableCollector{t: t, config: renderConfig(t, configPath, edit), dir: t.TempDir()}
+	r.start()
+	return r
+}
+
+// start runs a new process on the same config and waits until it is ready.
+func (r *restartableCollector) start() {
+	r.t.Helper()
+	r.runs = append(r.runs, launchCollector(r.t, r.config, r.dir))
+}
+
+// kill SIGKILLs the current process and waits until it is gone.
+func (r *restartableCollector) kill() { r.current().kill() }
+
+// stop stops the current process gracefully (SIGTERM).
+func (r *restartableCollector) stop() { r.current().stop() }
+
+// current is the process started last.
+func (r *restartableCollector) current() *collector { return r.runs[len(r.runs)-1] }
+
+// log is the output of every run so far, each under a header.
+func (r *restartableCollector) log() string {
+	var b strings.Builder
+	for i, run := range r.runs {
+		fmt.Fprintf(&b, "--- run %d ---\n%s", i+1, run.log())
+	}
+	return b.String()
 }
 
 // log is the collector's output so far.

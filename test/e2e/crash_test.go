@@ -1,0 +1,519 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/loom-otel/loom/internal/golden"
+	"github.com/loom-otel/loom/internal/otlpsink"
+)
+
+// withoutStateStorageEnv, set to 1, runs the crash test without the
+// processors' storage keys: the gateway then keeps undecided and held
+// records in memory only, and the test shows what a SIGKILL costs.
+const withoutStateStorageEnv = "LOOM_E2E_CRASH_WITHOUT_STATE_STORAGE"
+
+// crashSeedEnv replays a run's kill schedule and ids (the seed is logged).
+const crashSeedEnv = "LOOM_E2E_CRASH_SEED"
+
+// persistRequestState keeps reqsampling's undecided requests and
+// reqidstitch's hold in the storage extension, so that what the gateway
+// acknowledged survives a SIGKILL.
+func persistRequestState(storage string) func(cfg map[string]any) {
+	return func(cfg map[string]any) {
+		mapAt(cfg, "processors", "reqsampling")["storage"] = storage
+		mapAt(cfg, "processors", "reqidstitch/gateway")["storage"] = storage
+	}
+}
+
+// withoutBatch removes the batch processor from every pipeline: it
+// acknowledges records it only holds in memory.
+func withoutBatch(cfg map[string]any) {
+	for _, pipeline := range mapAt(cfg, "service", "pipelines") {
+		p := pipeline.(map[string]any)
+		processors, _ := p["processors"].([]any)
+		p["processors"] = slices.DeleteFunc(processors, func(name any) bool { return name == "batch" })
+	}
+	delete(mapAt(cfg, "processors"), "batch")
+}
+
+// lokiWithOutage answers every push 503 while down, as Loki's distributor does
+// when too few ingesters are healthy, and otherwise hands it to loki.
+type lokiWithOutage struct {
+	loki    *lokiPushes
+	down    atomic.Bool
+	refused atomic.Int64
+}
+
+func (l *lokiWithOutage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if l.down.Load() {
+		l.refused.Add(1)
+		http.Error(w, "at least 2 live replicas required, could only find 0", http.StatusServiceUnavailable)
+		return
+	}
+	l.loki.ServeHTTP(w, r)
+}
+
+// crashRequest is one request of the crash test's client: log records and
+// spans that share a req_id, each record identified by a key (a log's body,
+// a span's id) that the sinks report back.
+type crashRequest struct {
+	reqID    string
+	logs     plog.Logs
+	traces   ptrace.Traces
+	logKeys  []string
+	spanKeys []string
+	// logsAcked and tracesAcked: the collector answered the Export call OK.
+	// The Retried ones were sent more than once, so a copy may come from the
+	// client itself.
+	logsAcked, tracesAcked     atomic.Bool
+	logsRetried, tracesRetried atomic.Bool
+}
+
+const (
+	crashSpansPerRequest = 2
+	crashLogsPerRequest  = 3
+)
+
+func newCrashRequest(rng *rand.Rand, i int, now time.Time) *crashRequest {
+	r := &crashRequest{reqID: fmt.Sprintf("req-%013d-c%05d", now.UnixMilli(), i)}
+	var traceID pcommon.TraceID
+	binary.BigEndian.PutUint64(traceID[:8], rng.Uint64())
+	binary.BigEndian.PutUint64(traceID[8:], rng.Uint64())
+	r.traces = ptrace.NewTraces()
+	rs := r.traces.ResourceSpans().AppendEmpty()
+	putCrashResource(rs.Resource())
+	spans := rs.ScopeSpans().AppendEmpty().Spans()
+	var parent pcommon.SpanID
+	for k := range crashSpansPerRequest {
+		var spanID pcommon.SpanID
+		binary.BigEndian.PutUint64(spanID[:], rng.Uint64()|1)
+		span := spans.AppendEmpty()
+		span.SetTraceID(traceID)
+		span.SetSpanID(spanID)
+		span.SetParentSpanID(parent)
+		span.SetName(fmt.Sprintf("crash.stage%d", k))
+		span.SetKind(ptrace.SpanKindServer)
+		span.SetStartTimestamp(pcommon.NewTimestampFromTime(now.Add(time.Duration(k) * time.Millisecond)))
+		span.SetEndTimestamp(pcommon.NewTimestampFromTime(now.Add(20 * time.Millisecond)))
+		span.Attributes().PutStr(golden.ReqID, r.reqID)
+		r.spanKeys = append(r.spanKeys, hex.EncodeToString(spanID[:]))
+		parent = spanID
+	}
+	r.logs = plog.NewLogs()
+	rl := r.logs.ResourceLogs().AppendEmpty()
+	putCrashResource(rl.Resource())
+	records := rl.ScopeLogs().AppendEmpty().LogRecords()
+	for k := range crashLogsPerRequest {
+		lr := records.AppendEmpty()
+		body := fmt.Sprintf("crash-test %s log %d", r.reqID, k)
+		lr.Body().SetStr(body)
+		lr.SetTimestamp(pcommon.NewTimestampFromTime(now.Add(time.Duration(k) * time.Millisecond)))
+		lr.SetSeverityNumber(plog.SeverityNumberInfo)
+		lr.SetSeverityText("INFO")
+		lr.SetTraceID(traceID)
+		lr.SetSpanID(parent)
+		lr.Attributes().PutStr(golden.ReqID, r.reqID)
+		r.logKeys = append(r.logKeys, body)
+	}
+	return r
+}
+
+func putCrashResource(res pcommon.Resource) {
+	res.Attributes().PutStr("service.name", "crash-client")
+}
+
+// crashClient sends requests at a steady rate and retries each Export call
+// until the collector acknowledges it.
+type crashClient struct {
+	logs   plogotlp.GRPCClient
+	traces ptraceotlp.GRPCClient
+}
+
+func newCrashClient(t *testing.T, endpoint string) *crashClient {
+	t.Helper()
+	// Reconnect within a fraction of a second of a restart, not gRPC's default
+	// backoff of up to two minutes.
+	conn, err := grpc.NewClient(endpoint,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.5, Jitter: 0.2, MaxDelay: 500 * time.Millisecond},
+			MinConnectTimeout: 2 * time.Second,
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return &crashClient{logs: plogotlp.NewGRPCClient(conn), traces: ptraceotlp.NewGRPCClient(conn)}
+}
+
+// send builds requests[i] with build, at the rate given and stamped with the
+// time it is sent, and sends each on one of a few workers, so that a request
+// retried while the collector is down does not hold back the ones after it.
+// It returns when every request is acknowledged or ctx ends; the requests
+// not built by then stay nil.
+func (c *crashClient) send(ctx context.Context, requests []*crashRequest, perSecond int, build func(i int, now time.Time) *crashRequest) {
+	const workers = 8
+	queue := make(chan *crashRequest, len(requests))
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for r := range queue {
+				// Logs first: they wait in reqidstitch's hold until their span arrives.
+				c.untilAcked(ctx, &r.logsAcked, &r.logsRetried, func(ctx context.Context) error {
+					_, err := c.logs.Export(ctx, plogotlp.NewExportRequestFromLogs(r.logs))
+					return err
+				})
+				c.untilAcked(ctx, &r.tracesAcked, &r.tracesRetried, func(ctx context.Context) error {
+					_, err := c.traces.Export(ctx, ptraceotlp.NewExportRequestFromTraces(r.traces))
+					return err
+				})
+			}
+		})
+	}
+	tick := time.NewTicker(time.Second / time.Duration(perSecond))
+	defer tick.Stop()
+	for i := range requests {
+		select {
+		case now := <-tick.C:
+			requests[i] = build(i, now)
+			queue <- requests[i]
+		case <-ctx.Done():
+		}
+	}
+	close(queue)
+	wg.Wait()
+}
+
+func (c *crashClient) untilAcked(ctx context.Context, acked, retried *atomic.Bool, export func(context.Context) error) {
+	for attempt := 0; ctx.Err() == nil; attempt++ {
+		if attempt > 0 {
+			retried.Store(true)
+			select {
+			case <-time.After(100 * time.Millisecond):
+			case <-ctx.Done():
+				return
+			}
+		}
+		callCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := export(callCtx)
+		cancel()
+		if err == nil {
+			acked.Store(true)
+			return
+		}
+	}
+}
+
+// received is what reached the sinks, by record key: each copy's fingerprint
+// (everything a backend stores of it), so that copies can be compared.
+type received map[string][]string
+
+func (r received) add(key, fingerprint string) { r[key] = append(r[key], fingerprint) }
+
+func receivedByKey(loki *lokiPushes, tempo *otlpsink.Sink) received {
+	got := received{}
+	_, entries := loki.snapshot()
+	for _, e := range entries {
+		var line struct {
+			Body string `json:"body"`
+		}
+		_ = json.Unmarshal([]byte(e.line), &line)
+		metadata := make([]string, 0, len(e.metadata))
+		for k, v := range e.metadata {
+			metadata = append(metadata, k+"="+v)
+		}
+		sort.Strings(metadata)
+		got.add(line.Body, fmt.Sprintf("%s %s %s %s", e.timestamp.UTC().Format(time.RFC3339Nano), e.labels, e.line, strings.Join(metadata, " ")))
+	}
+	for _, td := range tempo.Traces() {
+		for _, rs := range td.ResourceSpans().All() {
+			for _, ss := range rs.ScopeSpans().All() {
+				for _, span := range ss.Spans().All() {
+					got.add(span.SpanID().String(), spanFingerprint(rs.Resource(), ss.Scope(), span))
+				}
+			}
+		}
+	}
+	return got
+}
+
+// spanFingerprint is a span with its resource and scope, attributes in key
+// order (a replayed copy need not list them in the same order to be the same).
+func spanFingerprint(res pcommon.Resource, scope pcommon.InstrumentationScope, span ptrace.Span) string {
+	events := make([]any, 0, span.Events().Len())
+	for _, e := range span.Events().All() {
+		events = append(events, []any{e.Name(), e.Timestamp(), e.Attributes().AsRaw()})
+	}
+	links := make([]any, 0, span.Links().Len())
+	for _, l := range span.Links().All() {
+		links = append(links, []any{l.TraceID().String(), l.SpanID().String(), l.Attributes().AsRaw()})
+	}
+	b, _ := json.Marshal(map[string]any{
+		"resource": res.Attributes().AsRaw(),
+		"scope":    []any{scope.Name(), scope.Version()},
+		"ids":      []string{span.TraceID().String(), span.SpanID().String(), span.ParentSpanID().String()},
+		"name":     span.Name(),
+		"kind":     span.Kind().String(),
+		"time":     []any{span.StartTimestamp(), span.EndTimestamp()},
+		"status":   []any{span.Status().Code().String(), span.Status().Message()},
+		"attrs":    span.Attributes().AsRaw(),
+		"events":   events,
+		"links":    links,
+	})
+	return string(b)
+}
+
+// crashOutcome compares what the client was acknowledged with what reached the sinks.
+type crashOutcome struct {
+	records, acked, lost, duplicated, identical, duplicatedRetried int
+	lostLogs, lostSpans, duplicatedLogs, duplicatedSpans           int
+	resent, incompleteRequests                                     int
+	lostKeys, differingCopies                                      []string
+}
+
+func compareCrash(requests []*crashRequest, got received) crashOutcome {
+	var o crashOutcome
+	check := func(keys []string, acked, retried bool, lostOfKind, duplicatedOfKind *int) (whole bool) {
+		whole = true
+		for _, key := range keys {
+			o.records++
+			if retried {
+				o.resent++
+			}
+			if !acked {
+				continue
+			}
+			o.acked++
+			copies := got[key]
+			if len(copies) == 0 {
+				o.lost++
+				*lostOfKind++
+				whole = false
+				if len(o.lostKeys) < 10 {
+					o.lostKeys = append(o.lostKeys, key)
+				}
+				continue
+			}
+			if len(copies) > 1 {
+				o.duplicated++
+				*duplicatedOfKind++
+				if retried {
+					o.duplicatedRetried++
+				}
+				if slices.ContainsFunc(copies[1:], func(c string) bool { return c != copies[0] }) {
+					if len(o.differingCopies) < 5 {
+						o.differingCopies = append(o.differingCopies, fmt.Sprintf("%s:\n    %s", key, strings.Join(copies, "\n    ")))
+					}
+				} else {
+					o.identical++
+				}
+			}
+		}
+		return whole
+	}
+	for _, r := range requests {
+		if r == nil {
+			continue
+		}
+		logsWhole := check(r.logKeys, r.logsAcked.Load(), r.logsRetried.Load(), &o.lostLogs, &o.duplicatedLogs)
+		spansWhole := check(r.spanKeys, r.tracesAcked.Load(), r.tracesRetried.Load(), &o.lostSpans, &o.duplicatedSpans)
+		if !logsWhole || !spansWhole {
+			o.incompleteRequests++
+		}
+	}
+	return o
+}
+
+// missingAcked counts the acknowledged records that have not reached a sink.
+func missingAcked(requests []*crashRequest, got received) int {
+	missing := 0
+	for _, r := range requests {
+		if r == nil {
+			continue
+		}
+		for _, batch := range []struct {
+			keys  []string
+			acked bool
+		}{{r.logKeys, r.logsAcked.Load()}, {r.spanKeys, r.tracesAcked.Load()}} {
+			if !batch.acked {
+				continue
+			}
+			for _, key := range batch.keys {
+				if len(got[key]) == 0 {
+					missing++
+				}
+			}
+		}
+	}
+	return missing
+}
+
+// waitForDelivery polls the sinks until every acknowledged record has arrived
+// and nothing more came for settle (a late copy would be a duplicate), or
+// until nothing at all arrived for quiet, or timeout.
+func waitForDelivery(requests []*crashRequest, loki *lokiPushes, tempo *otlpsink.Sink, settle, quiet, timeout time.Duration) (missing int) {
+	deadline := time.Now().Add(timeout)
+	lastCount, lastChange := -1, time.Now()
+	for {
+		_, entries := loki.snapshot()
+		count := len(entries) + tempo.Counts().Spans
+		if count != lastCount {
+			lastCount, lastChange = count, time.Now()
+		}
+		still := time.Since(lastChange)
+		missing = missingAcked(requests, receivedByKey(loki, tempo))
+		if (missing == 0 && still >= settle) || still >= quiet || time.Now().After(deadline) {
+			return missing
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// TestCrashLosesNoAcknowledgedRecord sends requests at a steady rate through
+// the shipped gateway config while SIGKILLing it at random moments and
+// restarting it on the same storage, with Loki down for part of the run, and
+// checks that every record the client was acknowledged reaches Loki or Tempo,
+// and that any record delivered twice is an identical copy (the persistent
+// queue is at-least-once across a SIGKILL; Loki drops identical entries).
+func TestCrashLosesNoAcknowledgedRecord(t *testing.T) {
+	const (
+		requestCount   = 1600
+		perSecond      = 40
+		kills          = 6
+		minUptime      = 2 * time.Second
+		maxUptime      = 5 * time.Second
+		outageFromKill = 1 // Loki answers 503 from this restart...
+		outageToKill   = 5 // ...until this one
+	)
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv(crashSeedEnv); s != "" {
+		var err error
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatalf("%s: %v", crashSeedEnv, err)
+		}
+	}
+	t.Logf("crash test seed %d (%s=%d replays it)", seed, crashSeedEnv, seed)
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+
+	loki := &lokiWithOutage{loki: &lokiPushes{t: t, tenants: map[string]int{}}}
+	lokiServer := httptest.NewServer(loki)
+	defer lokiServer.Close()
+	tempo := startSink(t)
+
+	storageDir := t.TempDir()
+	stateStorage := persistRequestState("file_storage/queues")
+	if os.Getenv(withoutStateStorageEnv) == "1" {
+		t.Logf("%s=1: reqsampling and reqidstitch keep their pending records in memory only", withoutStateStorageEnv)
+		stateStorage = func(map[string]any) {}
+	}
+	col := startRestartableCollector(t, "distribution/gateway.yaml", withEdits(onLoopback(t, "file_storage/queues"), keepEveryRequest, withoutBatch, stateStorage, func(cfg map[string]any) {
+		mapAt(cfg, "extensions", "file_storage/queues")["directory"] = storageDir
+		// Two seconds of traffic are undecided when a kill comes.
+		mapAt(cfg, "processors", "reqsampling")["decision_wait"] = "2s"
+		exporters := mapAt(cfg, "exporters")
+		lokiCfg := mapAt(exporters, "loki")
+		lokiCfg["endpoint"] = lokiServer.URL
+		// Back off briefly, so that the queue drains within the test once Loki is back.
+		lokiCfg["retry_on_failure"] = map[string]any{"initial_interval": "200ms", "max_interval": "1s"}
+		tempoCfg := mapAt(exporters, "tempo")
+		tempoCfg["endpoint"], tempoCfg["tls"] = tempo.GRPCEndpoint, map[string]any{"insecure": true}
+		graphCfg := mapAt(exporters, "eventgraph")
+		graphCfg["backend"], graphCfg["embedded"] = "embedded", map[string]any{"path": filepath.Join(storageDir, "graph.db")}
+	}))
+
+	requests := make([]*crashRequest, requestCount)
+	// The client draws its ids from its own generator: the kills draw from rng meanwhile.
+	idRNG := rand.New(rand.NewPCG(seed^0x5bd1e995, seed))
+	buildRequest := func(i int, now time.Time) *crashRequest { return newCrashRequest(idRNG, i, now) }
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	client := newCrashClient(t, col.config.endpoints["receivers.otlp.protocols.grpc.endpoint"])
+	sent := make(chan struct{})
+	go func() {
+		defer close(sent)
+		client.send(ctx, requests, perSecond, buildRequest)
+	}()
+
+	for kill := 1; kill <= kills; kill++ {
+		uptime := minUptime + time.Duration(rng.Int64N(int64(maxUptime-minUptime)))
+		select {
+		case <-time.After(uptime):
+		case <-ctx.Done():
+			t.Fatalf("out of time after %d kills", kill-1)
+		}
+		col.kill()
+		t.Logf("kill %d after %s up", kill, uptime)
+		col.start()
+		switch kill {
+		case outageFromKill:
+			loki.down.Store(true)
+			t.Logf("loki outage begins")
+		case outageToKill:
+			loki.down.Store(false)
+			t.Logf("loki outage ends: %d pushes refused", loki.refused.Load())
+		}
+	}
+	<-sent
+	if ctx.Err() != nil {
+		t.Fatalf("the client could not deliver its requests in time\ncollector log:\n%s", col.log())
+	}
+
+	// The sinks get everything from the running collector; a graceful stop
+	// must lose nothing either, and what it leaves in the persistent queues a
+	// start drains.
+	missing := waitForDelivery(requests, loki.loki, tempo, 3*time.Second, 10*time.Second, time.Minute)
+	col.stop()
+	if missing > 0 {
+		t.Logf("%d acknowledged records not delivered yet: starting once more to drain the queues", missing)
+		col.start()
+		waitForDelivery(requests, loki.loki, tempo, 3*time.Second, 10*time.Second, time.Minute)
+		col.stop()
+	}
+
+	o := compareCrash(requests, receivedByKey(loki.loki, tempo))
+	t.Logf("crash test: sent %d records in %d requests, acked %d, kills %d, lost %d, duplicated %d (identical %d; %d of them in an Export call the client retried)",
+		o.records, len(requests), o.acked, kills, o.lost, o.duplicated, o.identical, o.duplicatedRetried)
+	t.Logf("crash test: lost %d log records and %d spans, duplicated %d log records and %d spans; %d acked requests not whole; the client re-sent %d records; loki refused %d pushes during its outage; %d collector runs",
+		o.lostLogs, o.lostSpans, o.duplicatedLogs, o.duplicatedSpans, o.incompleteRequests, o.resent, loki.refused.Load(), len(col.runs))
+	if o.lost > 0 {
+		t.Errorf("%d acknowledged records never reached a sink (%d requests not whole), e.g. %q", o.lost, o.incompleteRequests, o.lostKeys)
+	}
+	if len(o.differingCopies) > 0 {
+		t.Errorf("%d records were delivered more than once with differing content (not a redelivery Loki or Tempo can drop), e.g.\n  %s",
+			o.duplicated-o.identical, strings.Join(o.differingCopies, "\n  "))
+	}
+	if o.acked != o.records {
+		t.Errorf("the client was acknowledged %d of %d records", o.acked, o.records)
+	}
+	if t.Failed() {
+		t.Logf("collector log:\n%s", col.log())
+	}
+}
