@@ -36,32 +36,19 @@ import (
 )
 
 // withoutStateStorageEnv, set to 1, runs the crash test without the
-// processors' storage keys: the gateway then keeps undecided and held
-// records in memory only, and the test shows what a SIGKILL costs.
+// processors' storage keys that gateway.yaml sets: the gateway then keeps
+// undecided and held records in memory only, and the test shows what a
+// SIGKILL costs.
 const withoutStateStorageEnv = "LOOM_E2E_CRASH_WITHOUT_STATE_STORAGE"
 
 // crashSeedEnv replays a run's kill schedule and ids (the seed is logged).
 const crashSeedEnv = "LOOM_E2E_CRASH_SEED"
 
-// persistRequestState keeps reqsampling's undecided requests and
-// reqidstitch's hold in the storage extension, so that what the gateway
-// acknowledged survives a SIGKILL.
-func persistRequestState(storage string) func(cfg map[string]any) {
-	return func(cfg map[string]any) {
-		mapAt(cfg, "processors", "reqsampling")["storage"] = storage
-		mapAt(cfg, "processors", "reqidstitch/gateway")["storage"] = storage
-	}
-}
-
-// withoutBatch removes the batch processor from every pipeline: it
-// acknowledges records it only holds in memory.
-func withoutBatch(cfg map[string]any) {
-	for _, pipeline := range mapAt(cfg, "service", "pipelines") {
-		p := pipeline.(map[string]any)
-		processors, _ := p["processors"].([]any)
-		p["processors"] = slices.DeleteFunc(processors, func(name any) bool { return name == "batch" })
-	}
-	delete(mapAt(cfg, "processors"), "batch")
+// withoutRequestState keeps reqsampling's undecided requests and
+// reqidstitch's hold in memory only, as they were before they had storage.
+func withoutRequestState(cfg map[string]any) {
+	delete(mapAt(cfg, "processors", "reqsampling"), "storage")
+	delete(mapAt(cfg, "processors", "reqidstitch/gateway"), "storage")
 }
 
 // lokiWithOutage answers every push 503 while down, as Loki's distributor does
@@ -429,12 +416,12 @@ func TestCrashLosesNoAcknowledgedRecord(t *testing.T) {
 	tempo := startSink(t)
 
 	storageDir := t.TempDir()
-	stateStorage := persistRequestState("file_storage/queues")
+	stateStorage := func(map[string]any) {} // as gateway.yaml ships
 	if os.Getenv(withoutStateStorageEnv) == "1" {
 		t.Logf("%s=1: reqsampling and reqidstitch keep their pending records in memory only", withoutStateStorageEnv)
-		stateStorage = func(map[string]any) {}
+		stateStorage = withoutRequestState
 	}
-	col := startRestartableCollector(t, "distribution/gateway.yaml", withEdits(onLoopback(t, "file_storage/queues"), keepEveryRequest, withoutBatch, stateStorage, func(cfg map[string]any) {
+	col := startRestartableCollector(t, "distribution/gateway.yaml", withEdits(onLoopback(t, "file_storage/queues"), keepEveryRequest, stateStorage, func(cfg map[string]any) {
 		mapAt(cfg, "extensions", "file_storage/queues")["directory"] = storageDir
 		// Two seconds of traffic are undecided when a kill comes.
 		mapAt(cfg, "processors", "reqsampling")["decision_wait"] = "2s"
