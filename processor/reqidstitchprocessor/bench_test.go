@@ -3,6 +3,7 @@ package reqidstitchprocessor
 import (
 	"context"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"go.opentelemetry.io/collector/processor/processorhelper"
 	"go.opentelemetry.io/collector/processor/processortest"
 
+	"github.com/loom-otel/loom/internal/custody/custodytest"
 	"github.com/loom-otel/loom/internal/workload"
 	"github.com/loom-otel/loom/processor/reqidstitchprocessor/internal/metadata"
 )
@@ -65,14 +67,19 @@ func (p pipeline) consume(tb testing.TB, td ptrace.Traces, ld plog.Logs) {
 }
 
 func startPipeline(tb testing.TB, f processor.Factory, cfg component.Config) pipeline {
+	return startPipelineOn(tb, f, cfg, componenttest.NewNopHost())
+}
+
+// startPipelineOn starts the processors on host, whose extensions they may use.
+func startPipelineOn(tb testing.TB, f processor.Factory, cfg component.Config, host component.Host) pipeline {
 	ctx := context.Background()
 	set := processortest.NewNopSettings(f.Type())
 	logs, err := f.CreateLogs(ctx, set, cfg, consumertest.NewNop())
 	require.NoError(tb, err)
 	traces, err := f.CreateTraces(ctx, set, cfg, consumertest.NewNop())
 	require.NoError(tb, err)
-	require.NoError(tb, logs.Start(ctx, componenttest.NewNopHost()))
-	require.NoError(tb, traces.Start(ctx, componenttest.NewNopHost()))
+	require.NoError(tb, logs.Start(ctx, host))
+	require.NoError(tb, traces.Start(ctx, host))
 	tb.Cleanup(func() {
 		require.NoError(tb, logs.Shutdown(ctx))
 		require.NoError(tb, traces.Shutdown(ctx))
@@ -154,6 +161,49 @@ func BenchmarkStitch(b *testing.B) {
 			runtime.ReadMemStats(&after)
 			b.ReportMetric(float64(records)/b.Elapsed().Seconds(), "records/s")
 			b.ReportMetric(float64(after.Mallocs-before.Mallocs)/float64(records), "allocs/record")
+		})
+	}
+}
+
+// BenchmarkHoldStorage is the cost of keeping held records across a crash,
+// when most records are held: each chunk's logs arrive before its spans. The
+// hold is in memory only, or written to a real file_storage before each call
+// returns (p99_ack_µs: the sender's wait per call).
+func BenchmarkHoldStorage(b *testing.B) {
+	pool := newBenchPool(b)
+	for _, v := range []struct {
+		name   string
+		stored bool
+	}{{"baseline-memory", false}, {"file_storage", true}} {
+		b.Run(v.name, func(b *testing.B) {
+			cfg := createDefaultConfig().(*Config)
+			cfg.MaxRequests = benchMaxRequests
+			host := componenttest.NewNopHost()
+			if v.stored {
+				cfg.Storage, host = &custodytest.ID, custodytest.FileStorage(b, b.TempDir())
+			}
+			p := startPipelineOn(b, NewFactory(), cfg, host)
+			ctx := context.Background()
+			var acks []time.Duration
+			timed := func(consume func() error) {
+				start := time.Now()
+				require.NoError(b, consume())
+				acks = append(acks, time.Since(start))
+			}
+			records, i := 0, 0
+			for b.Loop() {
+				td, err := (&ptrace.ProtoUnmarshaler{}).UnmarshalTraces(pool.traces[i%poolChunks])
+				require.NoError(b, err)
+				ld, err := (&plog.ProtoUnmarshaler{}).UnmarshalLogs(pool.logs[i%poolChunks])
+				require.NoError(b, err)
+				timed(func() error { return p.logs.ConsumeLogs(ctx, ld) })
+				timed(func() error { return p.traces.ConsumeTraces(ctx, td) })
+				records += pool.records[i%poolChunks]
+				i++
+			}
+			b.ReportMetric(float64(records)/b.Elapsed().Seconds(), "records/s")
+			slices.Sort(acks)
+			b.ReportMetric(float64(acks[len(acks)*99/100].Microseconds()), "p99_ack_µs")
 		})
 	}
 }
