@@ -37,7 +37,7 @@ func (p *stitchProcessor[T]) openJournal(ctx context.Context, host component.Hos
 	dropped := 0
 	p.s.mu.Lock()
 	for _, e := range entries {
-		data, err := p.sig.unmarshal(e.Data)
+		heldCtx, data, err := p.sig.unmarshal(e.Data)
 		if err == nil && e.Kind != entryHeld && e.Kind != entryPassedOn {
 			err = fmt.Errorf("unknown entry kind %d", e.Kind)
 		}
@@ -50,9 +50,9 @@ func (p *stitchProcessor[T]) openJournal(ctx context.Context, host component.Hos
 				return err
 			}
 		case e.Kind == entryPassedOn:
-			out = append(out, outgoing[T]{ctx: ctx, data: data, seqs: []custody.Seq{e.Seq}})
+			out = append(out, outgoing[T]{ctx: heldCtx, data: data, seqs: []custody.Seq{e.Seq}})
 		default:
-			held := parked[T]{data: data, bytes: p.sig.size(data), ctx: ctx, seq: e.Seq}
+			held := parked[T]{data: data, bytes: p.sig.size(data), ctx: heldCtx, seq: e.Seq}
 			if !p.hold.enabled() || !p.hold.push(held, now, func(old parked[T]) { out.add(p.s, p.sig, old, outcomeOverflow) }) {
 				out.add(p.s, p.sig, held, outcomeExpired)
 			}

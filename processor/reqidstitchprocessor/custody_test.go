@@ -22,7 +22,7 @@ func stored(c *Config) { c.Storage = &custodytest.ID }
 func TestHeldRecordsSurviveACrash(t *testing.T) {
 	dir := t.TempDir()
 	before := newHarnessOn(t, custodytest.FileStorage(t, dir), nil, stored)
-	before.consumeLogs(logsOf(rec{service: "x", at: t0, name: "waits for its span", attrs: reqIDAttr(reqA)}))
+	require.NoError(t, before.logs.ConsumeLogs(fromTenant("a"), logsOf(rec{service: "x", at: t0, name: "waits for its span", attrs: reqIDAttr(reqA)})))
 	require.Empty(t, before.outLogs(), "held")
 
 	after := newHarnessOn(t, custodytest.FileStorage(t, custodytest.Snapshot(t, dir)), nil, stored)
@@ -32,6 +32,8 @@ func TestHeldRecordsSurviveACrash(t *testing.T) {
 	logs := after.outLogs()
 	require.Len(t, logs, 1, "the held log, bound after the restart")
 	assert.Equal(t, traceID(1), logs[0].TraceID())
+	assert.Equal(t, []string{"a"}, client.FromContext(after.logOut.Contexts()[0]).Metadata.Get("x-tenant"),
+		"with the client metadata it came with")
 	after.shutdown()
 
 	before.shutdown() // passes the held log on, and deletes it
@@ -80,13 +82,17 @@ func TestStitchedRecordsAreReplayedAsTheyWerePassedOn(t *testing.T) {
 	assert.Equal(t, passedOn, replayed, "a redelivery is identical: trace context, event.id and all")
 }
 
+// fromTenant is the context of a call whose client sent the header x-tenant.
+func fromTenant(tenant string) context.Context {
+	return client.NewContext(context.Background(), client.Info{
+		Metadata: client.NewMetadata(map[string][]string{"x-tenant": {tenant}}),
+	})
+}
+
 func TestHeldRecordsGoOnWithTheirClientsContext(t *testing.T) {
 	h := newHarness(t, nil)
 	for _, tenant := range []string{"a", "b", "a"} {
-		ctx := client.NewContext(context.Background(), client.Info{
-			Metadata: client.NewMetadata(map[string][]string{"x-tenant": {tenant}}),
-		})
-		require.NoError(t, h.logs.ConsumeLogs(ctx, logsOf(rec{service: "x", at: t0, name: tenant, attrs: reqIDAttr(reqA)})))
+		require.NoError(t, h.logs.ConsumeLogs(fromTenant(tenant), logsOf(rec{service: "x", at: t0, name: tenant, attrs: reqIDAttr(reqA)})))
 	}
 	h.tick(time.Minute)
 	require.Len(t, h.logOut.AllLogs(), 2, "one call per client")

@@ -72,8 +72,10 @@ func (q *holdQueue[T]) len() int { return len(q.items) }
 type signal[T any] struct {
 	name      string
 	newBatch  func() T
-	marshal   func(T) ([]byte, error)
-	unmarshal func([]byte) (T, error)
+	// marshal and unmarshal encode records with their context's client
+	// metadata, as exporterhelper's persistent queue does.
+	marshal   func(context.Context, T) ([]byte, error)
+	unmarshal func([]byte) (context.Context, T, error)
 	count     func(T) int
 	size      func(T) int
 	// appendTo moves every record of src to the end of dst.

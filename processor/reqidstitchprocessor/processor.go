@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	pdatarequest "go.opentelemetry.io/collector/pdata/xpdata/request"
 	"go.opentelemetry.io/collector/processor/processorhelper"
 	"go.uber.org/zap"
 
@@ -17,8 +18,8 @@ import (
 var logSignal = signal[plog.Logs]{
 	name:      "logs",
 	newBatch:  plog.NewLogs,
-	marshal:   (&plog.ProtoMarshaler{}).MarshalLogs,
-	unmarshal: (&plog.ProtoUnmarshaler{}).UnmarshalLogs,
+	marshal:   pdatarequest.MarshalLogs,
+	unmarshal: pdatarequest.UnmarshalLogs,
 	count:     plog.Logs.LogRecordCount,
 	size:      (&plog.ProtoMarshaler{}).LogsSize,
 	appendTo:  func(src, dst plog.Logs) { src.ResourceLogs().MoveAndAppendTo(dst.ResourceLogs()) },
@@ -30,8 +31,8 @@ var logSignal = signal[plog.Logs]{
 var spanSignal = signal[ptrace.Traces]{
 	name:      "traces",
 	newBatch:  ptrace.NewTraces,
-	marshal:   (&ptrace.ProtoMarshaler{}).MarshalTraces,
-	unmarshal: (&ptrace.ProtoUnmarshaler{}).UnmarshalTraces,
+	marshal:   pdatarequest.MarshalTraces,
+	unmarshal: pdatarequest.UnmarshalTraces,
 	count:     ptrace.Traces.SpanCount,
 	size:      (&ptrace.ProtoMarshaler{}).TracesSize,
 	appendTo:  func(src, dst ptrace.Traces) { src.ResourceSpans().MoveAndAppendTo(dst.ResourceSpans()) },
@@ -73,7 +74,7 @@ func (p *stitchProcessor[T]) process(ctx context.Context, batch T) (T, error) {
 			var entry custody.Entry
 			if p.journal != nil && keepErr == nil {
 				entry = custody.Entry{Seq: p.journal.Next(), Kind: entryHeld}
-				entry.Data, keepErr = p.sig.marshal(data)
+				entry.Data, keepErr = p.sig.marshal(heldCtx, data)
 				held.seq = entry.Seq
 			}
 			pushOut := func(old parked[T]) { overflow.add(s, p.sig, old, outcomeOverflow) }
@@ -137,7 +138,7 @@ func (p *stitchProcessor[T]) keepPassedOn(g outgoing[T]) []custody.Seq {
 	if p.journal == nil || len(g.seqs) == 0 {
 		return nil
 	}
-	raw, err := p.sig.marshal(g.data)
+	raw, err := p.sig.marshal(g.ctx, g.data)
 	if err == nil {
 		e := custody.Entry{Seq: p.journal.Next(), Kind: entryPassedOn, Data: raw}
 		if err = p.journal.Replace(context.Background(), g.seqs, e); err == nil {

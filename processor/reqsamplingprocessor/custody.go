@@ -6,8 +6,7 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer"
-	"go.opentelemetry.io/collector/pdata/plog"
-	"go.opentelemetry.io/collector/pdata/ptrace"
+	pdatarequest "go.opentelemetry.io/collector/pdata/xpdata/request"
 	"go.uber.org/zap"
 
 	"github.com/loom-otel/loom/internal/custody"
@@ -47,18 +46,13 @@ func kindOf(k custody.Kind) (sig signal, decided, ok bool) {
 	return signal(n % int(numSignals)), n >= int(numSignals), true
 }
 
-var (
-	logsMarshaler     plog.ProtoMarshaler
-	tracesMarshaler   ptrace.ProtoMarshaler
-	logsUnmarshaler   plog.ProtoUnmarshaler
-	tracesUnmarshaler ptrace.ProtoUnmarshaler
-)
-
+// marshal encodes a batch with its context's client metadata, as
+// exporterhelper's persistent queue does, so that a replay keeps it.
 func marshal(b *batch) ([]byte, error) {
 	if b.signal == signalLogs {
-		return logsMarshaler.MarshalLogs(b.logs)
+		return pdatarequest.MarshalLogs(b.ctx, b.logs)
 	}
-	return tracesMarshaler.MarshalTraces(b.traces)
+	return pdatarequest.MarshalTraces(b.ctx, b.traces)
 }
 
 // openJournal opens the storage named by storage, if any, and replays what
@@ -129,8 +123,8 @@ func (s *sampler) unkeep(b *batch) {
 
 // replay takes in again what the last run kept and never passed on, before
 // the deciding goroutine runs: batches as they arrived wait for a decision
-// again; decided ones are passed on as they are. Their client metadata is
-// gone with the last run.
+// again; decided ones are passed on as they are, with the client metadata
+// they came with.
 func (s *sampler) replay(ctx context.Context) error {
 	entries, err := s.journal.Replay(ctx)
 	if err != nil {
@@ -151,7 +145,7 @@ func (s *sampler) replay(ctx context.Context) error {
 			continue
 		}
 		replayed++
-		b.to, b.ctx, b.seq = s.outlets[b.signal][0], ctx, e.Seq
+		b.to, b.seq = s.outlets[b.signal][0], e.Seq
 		if decided {
 			if err := b.to.consume(ctx, b); err != nil {
 				s.logger.Warn("The next consumer refused replayed records", zap.Error(err))
@@ -180,22 +174,25 @@ func (s *sampler) unmarshalEntry(e custody.Entry) (b *batch, decided bool, err e
 	defer s.scanners.Put(sc)
 	switch sig {
 	case signalLogs:
-		ld, err := logsUnmarshaler.UnmarshalLogs(e.Data)
+		ctx, ld, err := pdatarequest.UnmarshalLogs(e.Data)
 		if err != nil {
 			return nil, false, err
 		}
-		if decided {
-			return &batch{signal: sig, logs: ld}, true, nil
+		b = &batch{signal: sig, logs: ld}
+		if !decided {
+			b = sc.scanLogs(ld)
 		}
-		return sc.scanLogs(ld), false, nil
+		b.ctx = ctx
 	default:
-		td, err := tracesUnmarshaler.UnmarshalTraces(e.Data)
+		ctx, td, err := pdatarequest.UnmarshalTraces(e.Data)
 		if err != nil {
 			return nil, false, err
 		}
-		if decided {
-			return &batch{signal: sig, traces: td}, true, nil
+		b = &batch{signal: sig, traces: td}
+		if !decided {
+			b = sc.scanTraces(td)
 		}
-		return sc.scanTraces(td), false, nil
+		b.ctx = ctx
 	}
+	return b, decided, nil
 }

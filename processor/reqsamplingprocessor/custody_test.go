@@ -80,8 +80,9 @@ func TestRecordsWaitingForADecisionSurviveACrash(t *testing.T) {
 	dir := t.TempDir()
 	id := component.MustNewIDWithName(metadata.Type.String(), "stored")
 	before := storedHarness(t, dir, id)
-	before.send(tracesOf(rec{reqID: "failing", service: "api", root: true, end: 10}, rec{reqID: "healthy", service: "api", root: true, end: 10}),
-		logsOf(rec{reqID: "failing", severity: plog.SeverityNumberError}, rec{reqID: "healthy"}))
+	before.send(tracesOf(rec{reqID: "failing", service: "api", root: true, end: 10}, rec{reqID: "healthy", service: "api", root: true, end: 10}), plog.NewLogs())
+	fromTenant := client.NewContext(context.Background(), client.Info{Metadata: client.NewMetadata(map[string][]string{"x-tenant": {"a"}})})
+	require.NoError(t, before.logs.ConsumeLogs(fromTenant, logsOf(rec{reqID: "failing", severity: plog.SeverityNumberError}, rec{reqID: "healthy"})))
 	before.tick()
 	before.crash()
 	require.Zero(t, before.logSink.LogRecordCount()+before.traceSink.SpanCount(), "nothing was decided before the crash")
@@ -91,6 +92,8 @@ func TestRecordsWaitingForADecisionSurviveACrash(t *testing.T) {
 	got := after.out()
 	assert.Equal(t, 2, got.records("failing"), "the failing request's log and span, decided after the restart")
 	assert.Zero(t, got.records("healthy"))
+	assert.Equal(t, []string{"a"}, client.FromContext(after.logSink.Contexts()[0]).Metadata.Get("x-tenant"),
+		"with the client metadata it came with")
 	after.shutdown()
 
 	again := storedHarness(t, dir, id)
