@@ -70,8 +70,8 @@ func (q *holdQueue[T]) len() int { return len(q.items) }
 
 // signal is what the generic processor needs to know about plog.Logs or ptrace.Traces.
 type signal[T any] struct {
-	name      string
-	newBatch  func() T
+	name     string
+	newBatch func() T
 	// marshal and unmarshal encode records with their context's client
 	// metadata, as exporterhelper's persistent queue does.
 	marshal   func(context.Context, T) ([]byte, error)
