@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -163,6 +164,29 @@ func BenchmarkStitch(b *testing.B) {
 			b.ReportMetric(float64(after.Mallocs-before.Mallocs)/float64(records), "allocs/record")
 		})
 	}
+}
+
+// BenchmarkStitchParallel feeds the pipeline from as many goroutines as
+// GOMAXPROCS (run it with -cpu 1,2): unmarshalling runs in parallel, the
+// stitcher's state is one mutex, so this is how far the processor scales.
+func BenchmarkStitchParallel(b *testing.B) {
+	pool := newBenchPool(b)
+	cfg := createDefaultConfig().(*Config)
+	cfg.MaxRequests = benchMaxRequests
+	p := startPipeline(b, NewFactory(), cfg)
+	var next, records atomic.Int64
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := int(next.Add(1)) % poolChunks
+			td, err := (&ptrace.ProtoUnmarshaler{}).UnmarshalTraces(pool.traces[i])
+			require.NoError(b, err)
+			ld, err := (&plog.ProtoUnmarshaler{}).UnmarshalLogs(pool.logs[i])
+			require.NoError(b, err)
+			p.consume(b, td, ld)
+			records.Add(int64(pool.records[i]))
+		}
+	})
+	b.ReportMetric(float64(records.Load())/b.Elapsed().Seconds(), "records/s")
 }
 
 // BenchmarkHoldStorage is the cost of keeping held records across a crash,

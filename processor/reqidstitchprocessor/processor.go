@@ -95,8 +95,9 @@ func (p *stitchProcessor[T]) process(ctx context.Context, batch T) (T, error) {
 		// entry) before the entry is written.
 		keepErr = p.journal.Keep(ctx, kept...)
 	}
-	s.tel.flush(ctx, &s.tally)
+	counts := s.tally.take()
 	s.mu.Unlock()
+	s.tel.flush(ctx, &counts)
 	p.passOn(overflow)
 	if keepErr != nil {
 		// The held records stay held: passed on later, and again when the
@@ -154,8 +155,9 @@ func (p *stitchProcessor[T]) keepPassedOn(g outgoing[T]) []custody.Seq {
 func (p *stitchProcessor[T]) sweep(flush bool) {
 	p.s.mu.Lock()
 	out := sweepHold(p.s, &p.hold, p.sig, p.s.nowNanos(), flush)
-	p.s.tel.flush(context.Background(), &p.s.tally)
+	counts := p.s.tally.take()
 	p.s.mu.Unlock()
+	p.s.tel.flush(context.Background(), &counts)
 	p.passOn(out)
 }
 

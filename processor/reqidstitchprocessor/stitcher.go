@@ -18,8 +18,8 @@ import (
 
 // stitcher is the state one component ID shares between its logs and traces
 // processors, so that a log is filled from spans seen in the traces pipeline.
-// One mutex guards it: records pass through synchronously, and nothing
-// downstream is called while it is held.
+// One mutex guards it: records pass through synchronously, and neither
+// anything downstream nor the telemetry is called while it is held.
 type stitcher struct {
 	mu       sync.Mutex
 	cfg      *Config
@@ -96,9 +96,10 @@ func (s *stitcher) pipelines(signal string) int {
 // expire drops requests past their TTL; every processor's ticker calls it.
 func (s *stitcher) expire(now int64) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.index.expire(now)
-	s.tel.flush(context.Background(), &s.tally)
+	counts := s.tally.take()
+	s.mu.Unlock()
+	s.tel.flush(context.Background(), &counts)
 }
 
 // origin is what stitching needs from a record's resource, read once per resource.

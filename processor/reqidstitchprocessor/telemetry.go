@@ -2,6 +2,7 @@ package reqidstitchprocessor // import "github.com/loom-otel/loom/processor/reqi
 
 import (
 	"context"
+	"slices"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -68,6 +69,17 @@ type tally struct {
 	// identityRemoved counts identity attributes taken from arriving records.
 	identityRemoved int64
 	tracked         int64 // change in the number of tracked requests
+}
+
+// take returns the counts so far and resets them, so that they are flushed
+// to the telemetry after the stitcher's mutex is released.
+func (c *tally) take() tally {
+	taken := *c
+	taken.ruleHits = slices.Clone(c.ruleHits)
+	hits := c.ruleHits
+	clear(hits)
+	*c = tally{ruleHits: hits}
+	return taken
 }
 
 // telemetry is the TelemetryBuilder with every attribute set built once.
