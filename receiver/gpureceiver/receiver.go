@@ -44,8 +44,12 @@ type gpuReceiver struct {
 	obsrecv   *receiverhelper.ObsReport
 	hostName  string
 
-	mu      sync.Mutex
-	started bool
+	// partsInUse is held for reading while a scrape uses the tracer or NVML
+	// outside mu, and for writing while they are detached and closed: a
+	// scrape never reads a closed tracer's maps. Never taken under mu.
+	partsInUse sync.RWMutex
+	mu         sync.Mutex
+	started    bool
 	// hosts are those of the components sharing r (the logs and the metrics
 	// receiver): each gets the parts' status, again whenever it changes.
 	hosts []component.Host
@@ -235,10 +239,12 @@ func (r *gpuReceiver) checkDevices() (watch bool) {
 	case err != nil:
 		r.set.Logger.Warn("Looking for NVIDIA devices", zap.Error(err))
 	case traced == 0:
+		r.partsInUse.Lock()
 		r.mu.Lock()
 		r.tracer = nil
 		r.mu.Unlock()
 		closeErr := tracer.Close()
+		r.partsInUse.Unlock()
 		r.set.Logger.Info("The NVIDIA devices are gone: ioctl tracing is detached until one is registered again",
 			zap.Strings("not_registered", missing), zap.NamedError("close", closeErr))
 		r.mu.Lock()
@@ -279,6 +285,7 @@ func (r *gpuReceiver) shutdown(ctx context.Context) error {
 		stop()
 	}
 	r.wg.Wait()
+	r.partsInUse.Lock()
 	r.mu.Lock()
 	tracer, src := r.tracer, r.nvml
 	r.tracer, r.nvml = nil, nil
@@ -290,6 +297,7 @@ func (r *gpuReceiver) shutdown(ctx context.Context) error {
 	if src != nil {
 		errs = append(errs, src.Close())
 	}
+	r.partsInUse.Unlock()
 	r.flush(ctx)
 	r.telemetry.Shutdown()
 	return errors.Join(errs...)

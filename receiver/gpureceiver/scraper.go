@@ -32,6 +32,8 @@ func (s *gpuScraper) Shutdown(ctx context.Context) error { return s.shutdown(ctx
 
 func (s *gpuScraper) scrape(context.Context) (pmetric.Metrics, error) {
 	now := pcommon.NewTimestampFromTime(time.Now())
+	s.r.partsInUse.RLock()
+	defer s.r.partsInUse.RUnlock()
 	s.r.mu.Lock()
 	tracer, src := s.r.tracer, s.r.nvml
 	s.r.mu.Unlock()
@@ -89,6 +91,8 @@ func (r *gpuReceiver) countLost(tracer *ioctltrace.Tracer) {
 		return
 	}
 	ctx := context.Background()
+	r.mu.Lock() // an attached tracer resets lost under mu
+	defer r.mu.Unlock()
 	if dropped > r.lost.dropped {
 		r.telemetry.ReceiverGpuIoctlEventsDropped.Add(ctx, int64(dropped-r.lost.dropped))
 	}
