@@ -45,6 +45,7 @@ func xidRecord() plog.Logs {
 
 // startFlushLoopOnly starts a receiver whose parts are all off: the test
 // is the ring reader and the kernel log watcher, calling onEvent and addLogs.
+// Without logs it is a metrics-only receiver.
 func startFlushLoopOnly(t *testing.T, logs consumer.Logs) (*gpuReceiver, *componenttest.Telemetry) {
 	t.Helper()
 	tel := componenttest.NewTelemetry()
@@ -54,7 +55,9 @@ func startFlushLoopOnly(t *testing.T, logs consumer.Logs) (*gpuReceiver, *compon
 	cfg.HostName = "gpu-node-1"
 	r, err := newGPUReceiver(cfg, metadatatest.NewSettings(tel))
 	require.NoError(t, err)
-	r.setLogs(logs)
+	if logs != nil {
+		r.setLogs(logs)
+	}
 	r.start(componenttest.NewNopHost())
 	return r, tel
 }
@@ -160,4 +163,15 @@ func TestIoctlEventsBeyondTheLimitAreDroppedWhileThePipelineIsBlocked(t *testing
 	logs.results <- nil
 	assert.Equal(t, maxPendingRecords, second.LogRecordCount())
 	require.NoError(t, r.shutdown(context.Background()))
+}
+
+func TestWithoutALogsPipelineNothingWaits(t *testing.T) {
+	r, _ := startFlushLoopOnly(t, nil)
+	defer func() { require.NoError(t, r.shutdown(context.Background())) }()
+	r.addLogs(xidRecord()) // a metrics-only receiver's memory-high records
+	r.onEvent(failedCall)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	assert.Zero(t, r.pendingRecords, "no logs pipeline would ever flush them")
+	assert.Zero(t, r.pending.LogRecordCount())
 }

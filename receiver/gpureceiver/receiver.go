@@ -350,6 +350,9 @@ func (r *gpuReceiver) onEvent(e ioctltrace.Event) {
 func (r *gpuReceiver) addLogs(ld plog.Logs) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.logs == nil { // no logs pipeline: nothing would ever flush them
+		return
+	}
 	r.pendingRecords += ld.LogRecordCount()
 	ld.ResourceLogs().MoveAndAppendTo(r.pending.ResourceLogs())
 }
