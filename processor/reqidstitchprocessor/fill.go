@@ -11,7 +11,8 @@ import (
 
 // stitchLogs stitches a batch of log records in place. A record that waits for
 // a binding is offered to hold (nil: no hold) as a batch of its own and, when
-// taken, removed from ld. The caller holds s.mu.
+// taken, removed from ld; the others meet the causal rules on their way out
+// (ruleLogs). The caller holds s.mu.
 func (s *stitcher) stitchLogs(ld plog.Logs, now int64, hold func(plog.Logs) bool) {
 	rls := ld.ResourceLogs()
 	for i := 0; i < rls.Len(); i++ {
@@ -27,7 +28,6 @@ func (s *stitcher) stitchLogs(ld plog.Logs, now int64, hold func(plog.Logs) bool
 					s.rules.applyLog(rl, sl, lr, event, causeOnly)
 					return true
 				}
-				s.rules.applyLog(rl, sl, lr, event, effectAndCause)
 				return false
 			})
 		}
@@ -122,12 +122,25 @@ func (s *stitcher) restitchLog(ld plog.Logs, now int64) bool {
 	return s.stitchLog(s.origin(rl.Resource()), rl, sl, sl.LogRecords().At(0), now)
 }
 
-// releaseLog applies the causal rules to a parked record on its way out.
-func (s *stitcher) releaseLog(ld plog.Logs) {
-	rl := ld.ResourceLogs().At(0)
-	sl := rl.ScopeLogs().At(0)
-	lr := sl.LogRecords().At(0)
-	s.rules.applyLog(rl, sl, lr, logEventID(rl, sl, lr), effectAndCause)
+// ruleLogs applies the causal rules to the records of a batch on its way
+// out, in order, without the stitcher's mutex.
+func (s *stitcher) ruleLogs(ld plog.Logs) {
+	if len(s.rules.rules) == 0 {
+		return
+	}
+	rls := ld.ResourceLogs()
+	for i := 0; i < rls.Len(); i++ {
+		rl := rls.At(i)
+		sls := rl.ScopeLogs()
+		for j := 0; j < sls.Len(); j++ {
+			sl := sls.At(j)
+			lrs := sl.LogRecords()
+			for k := 0; k < lrs.Len(); k++ {
+				lr := lrs.At(k)
+				s.rules.applyLog(rl, sl, lr, logEventID(rl, sl, lr), effectAndCause)
+			}
+		}
+	}
 }
 
 // stitchSpans stitches a batch of spans in place, like stitchLogs. It makes two
@@ -171,7 +184,6 @@ func (s *stitcher) stitchSpans(td ptrace.Traces, now int64, hold func(ptrace.Tra
 					s.rules.applySpan(rs, ss, span, b.event, causeOnly)
 					return true
 				}
-				s.rules.applySpan(rs, ss, span, b.event, effectAndCause)
 				return false
 			})
 		}
@@ -260,9 +272,23 @@ func (s *stitcher) restitchSpan(td ptrace.Traces, now int64) bool {
 	return s.stitchSpan(s.origin(rs.Resource()), span, nil, spanEventID(rs, ss, span), now)
 }
 
-func (s *stitcher) releaseSpan(td ptrace.Traces) {
-	rs := td.ResourceSpans().At(0)
-	ss := rs.ScopeSpans().At(0)
-	span := ss.Spans().At(0)
-	s.rules.applySpan(rs, ss, span, spanEventID(rs, ss, span), effectAndCause)
+// ruleSpans applies the causal rules to the spans of a batch on its way out,
+// like ruleLogs.
+func (s *stitcher) ruleSpans(td ptrace.Traces) {
+	if len(s.rules.rules) == 0 {
+		return
+	}
+	rss := td.ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		rs := rss.At(i)
+		sss := rs.ScopeSpans()
+		for j := 0; j < sss.Len(); j++ {
+			ss := sss.At(j)
+			spans := ss.Spans()
+			for k := 0; k < spans.Len(); k++ {
+				span := spans.At(k)
+				s.rules.applySpan(rs, ss, span, spanEventID(rs, ss, span), effectAndCause)
+			}
+		}
+	}
 }

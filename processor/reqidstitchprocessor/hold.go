@@ -84,8 +84,8 @@ type signal[T any] struct {
 	stitch func(s *stitcher, batch T, now int64, hold func(T) bool)
 	// restitch retries the binding of a parked record; true when it still waits.
 	restitch func(s *stitcher, parked T, now int64) bool
-	// release applies the causal rules to a parked record on its way out.
-	release func(s *stitcher, parked T)
+	// applyRules applies the causal rules to a batch on its way out.
+	applyRules func(s *stitcher, out T)
 }
 
 // outgoing is held records passed on in one call: they came from one client
@@ -95,15 +95,17 @@ type outgoing[T any] struct {
 	ctx    context.Context
 	data   T
 	seqs   []custody.Seq
+	// replayed records were passed on as they are now before a crash: they
+	// go on again byte for byte, without meeting the rules a second time.
+	replayed bool
 }
 
 // releases collects held records on their way out, by client.
 type releases[T any] []outgoing[T]
 
-// add sends a held record on its way: the causal rules, the count, its
-// client's batch. The caller holds s.mu.
+// add sends a held record on its way: the count, its client's batch (where
+// the causal rules meet it, in passOn). The caller holds s.mu.
 func (r *releases[T]) add(s *stitcher, sig signal[T], p parked[T], o outcome) {
-	sig.release(s, p.data)
 	s.tally.released[o]++
 	key := custody.ClientKey(p.ctx)
 	i := slices.IndexFunc(*r, func(g outgoing[T]) bool { return g.client == key })

@@ -16,29 +16,29 @@ import (
 )
 
 var logSignal = signal[plog.Logs]{
-	name:      "logs",
-	newBatch:  plog.NewLogs,
-	marshal:   pdatarequest.MarshalLogs,
-	unmarshal: pdatarequest.UnmarshalLogs,
-	count:     plog.Logs.LogRecordCount,
-	size:      (&plog.ProtoMarshaler{}).LogsSize,
-	appendTo:  func(src, dst plog.Logs) { src.ResourceLogs().MoveAndAppendTo(dst.ResourceLogs()) },
-	stitch:    (*stitcher).stitchLogs,
-	restitch:  (*stitcher).restitchLog,
-	release:   (*stitcher).releaseLog,
+	name:       "logs",
+	newBatch:   plog.NewLogs,
+	marshal:    pdatarequest.MarshalLogs,
+	unmarshal:  pdatarequest.UnmarshalLogs,
+	count:      plog.Logs.LogRecordCount,
+	size:       (&plog.ProtoMarshaler{}).LogsSize,
+	appendTo:   func(src, dst plog.Logs) { src.ResourceLogs().MoveAndAppendTo(dst.ResourceLogs()) },
+	stitch:     (*stitcher).stitchLogs,
+	restitch:   (*stitcher).restitchLog,
+	applyRules: (*stitcher).ruleLogs,
 }
 
 var spanSignal = signal[ptrace.Traces]{
-	name:      "traces",
-	newBatch:  ptrace.NewTraces,
-	marshal:   pdatarequest.MarshalTraces,
-	unmarshal: pdatarequest.UnmarshalTraces,
-	count:     ptrace.Traces.SpanCount,
-	size:      (&ptrace.ProtoMarshaler{}).TracesSize,
-	appendTo:  func(src, dst ptrace.Traces) { src.ResourceSpans().MoveAndAppendTo(dst.ResourceSpans()) },
-	stitch:    (*stitcher).stitchSpans,
-	restitch:  (*stitcher).restitchSpan,
-	release:   (*stitcher).releaseSpan,
+	name:       "traces",
+	newBatch:   ptrace.NewTraces,
+	marshal:    pdatarequest.MarshalTraces,
+	unmarshal:  pdatarequest.UnmarshalTraces,
+	count:      ptrace.Traces.SpanCount,
+	size:       (&ptrace.ProtoMarshaler{}).TracesSize,
+	appendTo:   func(src, dst ptrace.Traces) { src.ResourceSpans().MoveAndAppendTo(dst.ResourceSpans()) },
+	stitch:     (*stitcher).stitchSpans,
+	restitch:   (*stitcher).restitchSpan,
+	applyRules: (*stitcher).ruleSpans,
 }
 
 // stitchProcessor is one logs or traces processor: its own hold over the
@@ -99,6 +99,8 @@ func (p *stitchProcessor[T]) process(ctx context.Context, batch T) (T, error) {
 	s.mu.Unlock()
 	s.tel.flush(ctx, &counts)
 	p.passOn(overflow)
+	p.sig.applyRules(s, batch)
+	p.flushRuleCounts(ctx)
 	if keepErr != nil {
 		// The held records stay held: passed on later, and again when the
 		// sender retries. A duplicate rather than a loss.
@@ -121,11 +123,15 @@ const (
 // context, and deletes their entries once it has returned. Called without s.mu.
 func (p *stitchProcessor[T]) passOn(out releases[T]) {
 	for _, g := range out {
-		done := p.keepPassedOn(g)
+		done := g.seqs
+		if !g.replayed {
+			p.sig.applyRules(p.s, g.data)
+			done = p.keepPassedOn(g)
+		}
 		if err := p.next(g.ctx, g.data); err != nil {
 			p.logger.Warn("passing on held records failed", zap.Error(err))
 		}
-		if p.journal != nil {
+		if p.journal != nil && len(done) > 0 {
 			if err := p.journal.Release(context.Background(), done...); err != nil {
 				p.logger.Warn("Could not delete passed-on records from storage; a crash now would pass them on again", zap.Error(err))
 			}
@@ -137,7 +143,7 @@ func (p *stitchProcessor[T]) passOn(out releases[T]) {
 // entry of their outgoing form, and returns the entries to delete after.
 func (p *stitchProcessor[T]) keepPassedOn(g outgoing[T]) []custody.Seq {
 	if p.journal == nil || len(g.seqs) == 0 {
-		return nil
+		return g.seqs
 	}
 	raw, err := p.sig.marshal(g.ctx, g.data)
 	if err == nil {
@@ -159,6 +165,12 @@ func (p *stitchProcessor[T]) sweep(flush bool) {
 	p.s.mu.Unlock()
 	p.s.tel.flush(context.Background(), &counts)
 	p.passOn(out)
+	p.flushRuleCounts(context.Background())
+}
+
+func (p *stitchProcessor[T]) flushRuleCounts(ctx context.Context) {
+	counts := p.s.rules.takeCounts()
+	p.s.tel.flush(ctx, &counts)
 }
 
 func (p *stitchProcessor[T]) start(ctx context.Context, host component.Host) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/ottl"
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/ottl/contexts/ottllog"
@@ -76,15 +77,18 @@ type rule struct {
 	head     int
 }
 
-// ruleSet evaluates the causal rules on every record that leaves the processor.
+// ruleSet evaluates the causal rules on every record that leaves the
+// processor. Its own mutex guards the remembered causes, and only them: the
+// conditions are evaluated outside it, and outside the stitcher's.
 type ruleSet struct {
-	rules []*rule
-	tally *tally
+	rules  []*rule
+	mu     sync.Mutex
+	counts tally // rule hits and rule key evictions, guarded by mu
 }
 
-func newRuleSet(cfgs []RuleConfig, maxKeys int, set component.TelemetrySettings, t *tally) (*ruleSet, error) {
-	rs := &ruleSet{tally: t}
-	t.ruleHits = make([]int64, len(cfgs))
+func newRuleSet(cfgs []RuleConfig, maxKeys int, set component.TelemetrySettings) (*ruleSet, error) {
+	rs := &ruleSet{}
+	rs.counts.ruleHits = make([]int64, len(cfgs))
 	for i, c := range cfgs {
 		from, err := newCondition(c.From, set)
 		if err != nil {
@@ -163,21 +167,34 @@ func (rs *ruleSet) apply(attrs, resource pcommon.Map, event golden.EventHash, at
 		if !ok {
 			continue
 		}
-		if ph == effectAndCause && match(r.to) {
-			if c, ok := r.causes[key]; ok && c.at <= at && at-c.at <= r.window && c.event != event {
-				if addParent(attrs, c.event.String()+r.edge, r.name) {
-					rs.tally.ruleHits[r.pos]++
-				}
+		effect := ph == effectAndCause && match(r.to)
+		isCause := match(r.from)
+		if !effect && !isCause {
+			continue
+		}
+		rs.mu.Lock()
+		if c, ok := r.causes[key]; effect && ok && c.at <= at && at-c.at <= r.window && c.event != event {
+			if addParent(attrs, c.event.String()+r.edge, r.name) {
+				rs.counts.ruleHits[r.pos]++
 			}
 		}
-		if match(r.from) {
+		if isCause {
 			rs.remember(r, key, cause{event: event, at: at})
 		}
+		rs.mu.Unlock()
 	}
+}
+
+// takeCounts returns the rule hits and evictions so far and resets them.
+func (rs *ruleSet) takeCounts() tally {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return rs.counts.take()
 }
 
 // remember keeps the latest cause for a join key, by record time: a record
 // remembered again when it leaves the hold does not displace a newer cause.
+// The caller holds rs.mu.
 func (rs *ruleSet) remember(r *rule, key string, c cause) {
 	if old, known := r.causes[key]; known && old.at > c.at {
 		return
@@ -188,7 +205,7 @@ func (rs *ruleSet) remember(r *rule, key string, c cause) {
 			r.order = append(r.order, key)
 		} else {
 			delete(r.causes, r.order[r.head])
-			rs.tally.evicted[tableRuleKeys][evictCapacity]++
+			rs.counts.evicted[tableRuleKeys][evictCapacity]++
 			r.order[r.head] = key
 			r.head = (r.head + 1) % len(r.order)
 		}

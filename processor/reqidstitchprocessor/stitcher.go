@@ -68,7 +68,7 @@ func newStitcher(set processor.Settings, cfg *Config) (*stitcher, error) {
 		}
 		s.gpu = newGPUIndex(g.MaxProcesses, g.SpansPerProcess, &s.tally)
 	}
-	if s.rules, err = newRuleSet(cfg.Rules, cfg.MaxRuleKeys, set.TelemetrySettings, &s.tally); err != nil {
+	if s.rules, err = newRuleSet(cfg.Rules, cfg.MaxRuleKeys, set.TelemetrySettings); err != nil {
 		return nil, err
 	}
 	return s, nil
