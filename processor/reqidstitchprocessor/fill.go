@@ -22,7 +22,6 @@ func (s *stitcher) stitchLogs(ld plog.Logs, now int64, hold func(plog.Logs) bool
 		for j := 0; j < sls.Len(); j++ {
 			sl := sls.At(j)
 			sl.LogRecords().RemoveIf(func(lr plog.LogRecord) bool {
-				s.admit(lr.Attributes())
 				event := logEventID(rl, sl, lr)
 				if s.stitchLog(o, rl, sl, lr, now) && hold != nil && hold(parkLog(rl, sl, lr)) {
 					s.rules.applyLog(rl, sl, lr, event, causeOnly)
@@ -32,6 +31,27 @@ func (s *stitcher) stitchLogs(ld plog.Logs, now int64, hold func(plog.Logs) bool
 			})
 		}
 	}
+}
+
+// admitLogs admits every record of an arriving batch and gives it its
+// event.id, before the stitcher's mutex is taken: they read only the record.
+// It returns how many identity attributes it removed.
+func (s *stitcher) admitLogs(ld plog.Logs) (removed int64) {
+	rls := ld.ResourceLogs()
+	for i := 0; i < rls.Len(); i++ {
+		rl := rls.At(i)
+		sls := rl.ScopeLogs()
+		for j := 0; j < sls.Len(); j++ {
+			sl := sls.At(j)
+			lrs := sl.LogRecords()
+			for k := 0; k < lrs.Len(); k++ {
+				lr := lrs.At(k)
+				removed += s.admit(lr.Attributes())
+				logEventID(rl, sl, lr)
+			}
+		}
+	}
+	return removed
 }
 
 func logEventID(rl plog.ResourceLogs, sl plog.ScopeLogs, lr plog.LogRecord) golden.EventHash {
@@ -158,7 +178,6 @@ func (s *stitcher) stitchSpans(td ptrace.Traces, now int64, hold func(ptrace.Tra
 			spans := ss.Spans()
 			for k := 0; k < spans.Len(); k++ {
 				span := spans.At(k)
-				s.admit(span.Attributes())
 				event := spanEventID(rs, ss, span)
 				var r *request
 				if id, _ := reqIDOf(span.Attributes()); id != "" {
@@ -195,6 +214,25 @@ func (s *stitcher) stitchSpans(td ptrace.Traces, now int64, hold func(ptrace.Tra
 type boundSpan struct {
 	r     *request // nil when the span carries no usable req_id
 	event golden.EventHash
+}
+
+// admitSpans is admitLogs for spans.
+func (s *stitcher) admitSpans(td ptrace.Traces) (removed int64) {
+	rss := td.ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		rs := rss.At(i)
+		sss := rs.ScopeSpans()
+		for j := 0; j < sss.Len(); j++ {
+			ss := sss.At(j)
+			spans := ss.Spans()
+			for k := 0; k < spans.Len(); k++ {
+				span := spans.At(k)
+				removed += s.admit(span.Attributes())
+				spanEventID(rs, ss, span)
+			}
+		}
+	}
+	return removed
 }
 
 func spanEventID(rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, span ptrace.Span) golden.EventHash {

@@ -80,6 +80,9 @@ type signal[T any] struct {
 	size      func(T) int
 	// appendTo moves every record of src to the end of dst.
 	appendTo func(src, dst T)
+	// admit admits an arriving batch's records and gives each its event.id,
+	// without the stitcher's mutex; it returns the identity attributes removed.
+	admit func(s *stitcher, batch T) int64
 	// stitch stitches a batch in place, offering records that wait to hold.
 	stitch func(s *stitcher, batch T, now int64, hold func(T) bool)
 	// restitch retries the binding of a parked record; true when it still waits.

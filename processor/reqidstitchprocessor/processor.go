@@ -26,6 +26,7 @@ var logSignal = signal[plog.Logs]{
 	stitch:     (*stitcher).stitchLogs,
 	restitch:   (*stitcher).restitchLog,
 	applyRules: (*stitcher).ruleLogs,
+	admit:      (*stitcher).admitLogs,
 }
 
 var spanSignal = signal[ptrace.Traces]{
@@ -39,6 +40,7 @@ var spanSignal = signal[ptrace.Traces]{
 	stitch:     (*stitcher).stitchSpans,
 	restitch:   (*stitcher).restitchSpan,
 	applyRules: (*stitcher).ruleSpans,
+	admit:      (*stitcher).admitSpans,
 }
 
 // stitchProcessor is one logs or traces processor: its own hold over the
@@ -88,7 +90,9 @@ func (p *stitchProcessor[T]) process(ctx context.Context, batch T) (T, error) {
 			return true
 		}
 	}
+	removed := p.sig.admit(s, batch)
 	s.mu.Lock()
+	s.tally.identityRemoved += removed
 	p.sig.stitch(s, batch, now, hold)
 	if len(kept) > 0 && keepErr == nil {
 		// Under the mutex: a sweep must not pass a record on (and delete its

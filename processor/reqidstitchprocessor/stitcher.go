@@ -160,19 +160,20 @@ func reqIDOf(attrs pcommon.Map) (id string, present bool) {
 // (its event and the edges into it: set by a client, they could rewrite
 // another request's event or add edges to it), unless they come from a
 // trusted tier: this collector computes its own. One pass over the record's
-// attributes, as it runs on every record.
-func (s *stitcher) admit(attrs pcommon.Map) {
+// attributes, as it runs on every record. It returns how many it removed.
+func (s *stitcher) admit(attrs pcommon.Map) (removed int64) {
 	if s.cfg.TrustUpstreamIdentity {
-		return
+		return 0
 	}
 	attrs.RemoveIf(func(k string, _ pcommon.Value) bool {
 		switch k {
 		case golden.EventID, golden.CausalParents, golden.CausalRules, golden.StitchDetached, golden.StitchAsyncOf:
-			s.tally.identityRemoved++
+			removed++
 			return true
 		}
 		return false
 	})
+	return removed
 }
 
 // ensureEventID gives the record its event.id unless it already carries a
