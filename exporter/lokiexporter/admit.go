@@ -62,7 +62,7 @@ func maxBatchBytes(cfg *Config) int {
 // counted, and with the records too large for a batch cut down to fit. ld itself
 // is returned, unchanged, when every record is kept as it is.
 func (e *lokiExporter) admit(ctx context.Context, ld plog.Logs) plog.Logs {
-	verdicts := e.judge(ld)
+	verdicts := e.judge(ctx, ld)
 	if verdicts == nil {
 		return ld
 	}
@@ -93,15 +93,16 @@ func (e *lokiExporter) admit(ctx context.Context, ld plog.Logs) plog.Logs {
 	return out
 }
 
-// judge returns a verdict per record in order, or nil when all are kept as they are.
-func (e *lokiExporter) judge(ld plog.Logs) []verdict {
+// judge returns a verdict per record in order, or nil when all are kept as
+// they are. ctx is the request's, with its client metadata.
+func (e *lokiExporter) judge(ctx context.Context, ld plog.Logs) []verdict {
 	var verdicts []verdict
 	changed := false
 	s := &scratch{}
 	n := 0
 	for _, rl := range ld.ResourceLogs().All() {
 		res := rl.Resource().Attributes()
-		validTenant := e.conv.validTenant(res) // a resource's records share its tenant
+		validTenant := e.conv.validTenant(ctx, res) // a resource's records share its tenant
 		checkSize := e.maxBatchBytes > 0 && !fitsBatch(deltaSize(logsMarshaler.ResourceLogsSize(rl)), e.maxBatchBytes)
 		for _, sl := range rl.ScopeLogs().All() {
 			var framing recordFraming

@@ -3,6 +3,7 @@ package lokiexporter
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -84,7 +85,7 @@ func BenchmarkEncode(b *testing.B) {
 			enc := &encoder{encoding: encoding}
 			wire := 0
 			for b.Loop() {
-				byTenant, _ := conv.convert(ld, testNow)
+				byTenant, _ := conv.convert(context.Background(), ld, testNow)
 				wire = 0
 				for _, s := range byTenant {
 					body, err := enc.encode(s.sorted())

@@ -135,6 +135,9 @@ func (c *Config) Validate() error {
 	if err := c.Tenant.Check("tenant"); err != nil {
 		errs = append(errs, err)
 	}
+	if err := c.Tenant.CheckBatching("tenant", c.QueueConfig); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 

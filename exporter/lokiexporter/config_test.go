@@ -70,15 +70,21 @@ func TestLoadConfig(t *testing.T) {
 	assert.Equal(t, want.ClientConfig.Endpoint, url, "an endpoint with a path is used as it is")
 }
 
-func TestREADMEExampleIsValid(t *testing.T) {
-	_, err := loadConfig(t, "readme")
-	require.NoError(t, err)
+func TestREADMEExamplesAreValid(t *testing.T) {
+	for _, name := range []string{"readme", "readme_metadata"} {
+		_, err := loadConfig(t, name)
+		require.NoError(t, err, name)
+	}
 }
 
 func TestValidateNamesKeyAndFix(t *testing.T) {
 	for name, wants := range map[string][]string{
 		"no_endpoint":  {`endpoint: "" is not an http(s) URL; set it to Loki's address`},
 		"req_id_label": {`labels::attributes::0::attribute: "req_id" has a value per request`},
+		"metadata_unpartitioned": {
+			`tenant::from_metadata: "x scope orgid" is not a valid header name`,
+			`tenant::from_metadata: "x scope orgid" must be in sending_queue::batch::partition::metadata_keys`,
+		},
 		"bad": {
 			`endpoint: "loki:3100" is not an http(s) URL`,
 			`encoding: "xml" is not supported`,

@@ -1,6 +1,7 @@
 package lokiexporter
 
 import (
+	"context"
 	"encoding/hex"
 	"slices"
 	"strings"
@@ -109,9 +110,10 @@ type scratch struct {
 	resMeta  []push.LabelAdapter
 }
 
-// convert groups ld's records into streams per tenant. now stamps records
-// without a timestamp and drives the cardinality window.
-func (c *converter) convert(ld plog.Logs, now time.Time) (map[string]streams, convertStats) {
+// convert groups ld's records into streams per tenant; ctx is the push's,
+// with its client metadata. now stamps records without a timestamp and drives
+// the cardinality window.
+func (c *converter) convert(ctx context.Context, ld plog.Logs, now time.Time) (map[string]streams, convertStats) {
 	out := map[string]streams{}
 	stats := convertStats{overflows: make([]int64, len(c.rules))}
 	s := &scratch{labels: make([]label, len(c.slotNames)), admitted: make([]bool, len(c.rules))}
@@ -130,7 +132,7 @@ func (c *converter) convert(ld plog.Logs, now time.Time) (map[string]streams, co
 				s.resMeta = append(s.resMeta, push.LabelAdapter{Name: k, Value: v.AsString()})
 			}
 		}
-		id, err := c.tenant.Of(res)
+		id, err := c.tenant.Of(ctx, res)
 		if err != nil {
 			for _, sl := range rl.ScopeLogs().All() {
 				stats.invalidTenant += int64(sl.LogRecords().Len())
@@ -229,9 +231,10 @@ func (c *converter) line(lr plog.LogRecord, res pcommon.Map, s *scratch) []byte 
 	return s.line
 }
 
-// validTenant reports whether a resource's tenant attribute, if any, is a valid tenant id.
-func (c *converter) validTenant(resource pcommon.Map) bool {
-	_, err := c.tenant.Of(resource)
+// validTenant reports whether the tenant of a resource's records, sent with
+// ctx, is valid (or the default).
+func (c *converter) validTenant(ctx context.Context, resource pcommon.Map) bool {
+	_, err := c.tenant.Of(ctx, resource)
 	return err == nil
 }
 

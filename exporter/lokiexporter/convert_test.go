@@ -1,6 +1,7 @@
 package lokiexporter
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -83,7 +84,7 @@ func metadataMap(e push.Entry) map[string]string {
 
 func TestConvertGoldenFieldsAndLabels(t *testing.T) {
 	c := newConverter(testConfig())
-	byTenant, stats := c.convert(testLogs(goldenRecord("req-1715234890123-a1b2c3", testNow)), testNow)
+	byTenant, stats := c.convert(context.Background(), testLogs(goldenRecord("req-1715234890123-a1b2c3", testNow)), testNow)
 	assert.Equal(t, convertStats{overflows: []int64{0, 0, 0}}, stats)
 	require.Contains(t, byTenant, "shared")
 	got := byTenant["shared"].sorted()
@@ -118,7 +119,7 @@ func TestConvertCardinalityOverflow(t *testing.T) {
 		lr.Attributes().PutStr(golden.ModelVer, fmt.Sprintf("model-%d", i))
 		lr.Attributes().PutStr("k8s.namespace.name", fmt.Sprintf("ns-%d", i))
 	}
-	byTenant, stats := c.convert(ld, testNow)
+	byTenant, stats := c.convert(context.Background(), ld, testNow)
 	assert.Equal(t, []int64{2, 0, 2}, stats.overflows)
 
 	// Two streams hold the admitted values; the overflowing records share a
@@ -148,7 +149,7 @@ func TestConvertTenants(t *testing.T) {
 	appendTenant(ld, "team-a", func(plog.LogRecord) {})
 	appendTenant(ld, "team-b", func(plog.LogRecord) {})
 	appendTenant(ld, "../etc", func(plog.LogRecord) {})
-	byTenant, stats := c.convert(ld, testNow)
+	byTenant, stats := c.convert(context.Background(), ld, testNow)
 	assert.Len(t, byTenant, 3)
 	for id, records := range map[string]int{"team-a": 1, "team-b": 1, "shared": 2} {
 		streams := byTenant[id].sorted()
@@ -167,14 +168,14 @@ func TestConvertLineLimit(t *testing.T) {
 	long := func(lr plog.LogRecord) { lr.Body().SetStr(strings.Repeat("x", 5000)) }
 	cfg := testConfig()
 	cfg.Line.MaxSize = 1024
-	byTenant, stats := newConverter(cfg).convert(testLogs(long), testNow)
+	byTenant, stats := newConverter(cfg).convert(context.Background(), testLogs(long), testNow)
 	line := byTenant["shared"].sorted()[0].entries[0].Line
 	assert.Len(t, line, 1024)
 	assert.True(t, strings.HasSuffix(line, truncationMarker))
 	assert.Equal(t, int64(1), stats.truncated)
 
 	cfg.Line.OnTooLong = OnTooLongDrop
-	byTenant, stats = newConverter(cfg).convert(testLogs(long), testNow)
+	byTenant, stats = newConverter(cfg).convert(context.Background(), testLogs(long), testNow)
 	assert.Empty(t, byTenant)
 	assert.Equal(t, int64(1), stats.tooLong)
 }
@@ -187,7 +188,7 @@ func TestConvertMetadataLimit(t *testing.T) {
 		}
 		lr.Attributes().PutStr(golden.ReqID, strings.Repeat("r", maxMetadataBytes))
 	}
-	byTenant, stats := newConverter(cfg).convert(testLogs(many), testNow)
+	byTenant, stats := newConverter(cfg).convert(context.Background(), testLogs(many), testNow)
 	e := byTenant["shared"].sorted()[0].entries[0]
 	assert.LessOrEqual(t, len(e.StructuredMetadata), maxMetadataEntries)
 	size := 0
@@ -206,7 +207,7 @@ func TestConvertDefaults(t *testing.T) {
 	lr.SetSeverityText("WARNING")
 	lr.SetObservedTimestamp(pcommon.NewTimestampFromTime(testNow.Add(-time.Second)))
 	lr.Body().SetStr("hello")
-	byTenant, _ := newConverter(cfg).convert(ld, testNow)
+	byTenant, _ := newConverter(cfg).convert(context.Background(), ld, testNow)
 	require.Contains(t, byTenant, "", "no tenant configured: no header")
 	s := byTenant[""].sorted()[0]
 	assert.Equal(t, `{level="warn", service_name="unknown_service"}`, s.key)

@@ -87,7 +87,7 @@ func (e *lokiExporter) pushLogs(ctx context.Context, ld plog.Logs) error {
 	if e.client == nil {
 		return errNotStarted
 	}
-	byTenant, stats := e.conv.convert(ld, time.Now())
+	byTenant, stats := e.conv.convert(ctx, ld, time.Now())
 	e.record(ctx, stats)
 	sends := tenant.Send(slices.Sorted(maps.Keys(byTenant)), e.cfg.MaxConcurrentPushes, func(id string) error {
 		return e.send(ctx, id, byTenant[id].sorted())
@@ -96,16 +96,16 @@ func (e *lokiExporter) pushLogs(ctx context.Context, ld plog.Logs) error {
 		if len(failed) == len(byTenant) {
 			return err // retry the batch as it is
 		}
-		return consumererror.NewLogs(err, e.recordsOf(ld, failed))
+		return consumererror.NewLogs(err, e.recordsOf(ctx, ld, failed))
 	})
 }
 
-// recordsOf copies the records of the given tenants.
-func (e *lokiExporter) recordsOf(ld plog.Logs, tenants map[string]bool) plog.Logs {
+// recordsOf copies the records of the given tenants; ctx is the push's.
+func (e *lokiExporter) recordsOf(ctx context.Context, ld plog.Logs, tenants map[string]bool) plog.Logs {
 	out := plog.NewLogs()
 	ld.CopyTo(out)
 	out.ResourceLogs().RemoveIf(func(rl plog.ResourceLogs) bool {
-		id, err := e.conv.tenant.Of(rl.Resource().Attributes()) // a resource's records share its tenant
+		id, err := e.conv.tenant.Of(ctx, rl.Resource().Attributes()) // a resource's records share its tenant
 		return err != nil || !tenants[id]
 	})
 	return out

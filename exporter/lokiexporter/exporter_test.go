@@ -17,6 +17,7 @@ import (
 	"github.com/grafana/loki/pkg/push"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/client"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/consumer/consumererror"
@@ -293,6 +294,57 @@ func TestRetryOnlyFailedTenants(t *testing.T) {
 		pushes[p.tenant]++
 	}
 	assert.Equal(t, map[string]int{"team-a": 1, "team-b": 2}, pushes, "team-a is not pushed twice")
+}
+
+// withHeaders is the context of a request that came with the given headers,
+// as a receiver with include_metadata hands it on.
+func withHeaders(headers map[string][]string) context.Context {
+	return client.NewContext(context.Background(), client.Info{Metadata: client.NewMetadata(headers)})
+}
+
+// TestClientMetadataChoosesTheTenant: a request's x-scope-orgid header picks
+// the tenant of its records over their resource attribute, through the queue's
+// batches, partitioned by it; without the header the attribute applies, and an
+// invalid or repeated header drops the records, counted.
+func TestClientMetadataChoosesTheTenant(t *testing.T) {
+	loki := &fakeLoki{t: t}
+	cfg := testConfig()
+	cfg.RetryConfig.Enabled = false // the test shuts the exporter down twice, which its retry sender does not allow
+	cfg.Tenant.FromMetadata = "x-scope-orgid"
+	cfg.QueueConfig.Get().Batch.Get().Partition.MetadataKeys = []string{"x-scope-orgid"}
+	require.NoError(t, cfg.Validate())
+	exp, tt := newTestExporter(t, cfg, loki)
+
+	// Each request's record says who sent it in its req_id; its resource names team-c.
+	send := func(ctx context.Context, reqID string) {
+		ld := plog.NewLogs()
+		appendTenant(ld, "team-c", goldenRecord(reqID, testNow))
+		require.NoError(t, exp.ConsumeLogs(ctx, ld))
+	}
+	send(withHeaders(map[string][]string{"x-scope-orgid": {"team-a"}}), "req-1715234890123-aaaaa1")
+	send(withHeaders(map[string][]string{"X-Scope-Orgid": {"team-b"}}), "req-1715234890123-bbbbb1")
+	send(withHeaders(map[string][]string{"x-scope-orgid": {"team-a"}}), "req-1715234890123-aaaaa2")
+	send(context.Background(), "req-1715234890123-ccccc1")
+	send(withHeaders(map[string][]string{"x-scope-orgid": {"a/b"}}), "req-1715234890123-dddddd")
+	send(withHeaders(map[string][]string{"x-scope-orgid": {"team-a", "team-b"}}), "req-1715234890123-eeeeee")
+	require.NoError(t, exp.Shutdown(context.Background()), "Shutdown flushes the queue")
+
+	reqIDs := map[string][]string{}
+	for _, p := range loki.received() {
+		for _, s := range p.req.Streams {
+			for _, e := range s.Entries {
+				reqIDs[p.tenant] = append(reqIDs[p.tenant], metadataMap(e)[golden.ReqID])
+			}
+		}
+	}
+	slices.Sort(reqIDs["team-a"])
+	assert.Equal(t, map[string][]string{
+		"team-a": {"req-1715234890123-aaaaa1", "req-1715234890123-aaaaa2"},
+		"team-b": {"req-1715234890123-bbbbb1"},
+		"team-c": {"req-1715234890123-ccccc1"},
+	}, reqIDs)
+	assertDropped(t, tt, map[string]int64{dropInvalidTenant: 2})
+	assert.Equal(t, int64(4), sentLogRecords(t, tt))
 }
 
 func TestPushTelemetry(t *testing.T) {

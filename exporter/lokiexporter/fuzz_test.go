@@ -1,6 +1,7 @@
 package lokiexporter
 
 import (
+	"context"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -37,7 +38,7 @@ func FuzzEncode(f *testing.F) {
 				lr.Attributes().PutStr(golden.ReqID, reqID)
 				lr.Attributes().PutStr(attrName, labelValue)
 			})
-			byTenant, _ := newConverter(cfg).convert(ld, testNow)
+			byTenant, _ := newConverter(cfg).convert(context.Background(), ld, testNow)
 			for _, s := range byTenant {
 				for _, st := range s.sorted() {
 					checkLabelSet(t, st.key)

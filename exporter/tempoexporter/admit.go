@@ -9,7 +9,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 )
 
-// dropInvalidTenant is the drop_reason of a span whose tenant attribute is not a valid tenant id.
+// dropInvalidTenant is the drop_reason of a span whose tenant header or attribute is not a valid tenant id.
 const dropInvalidTenant = "invalid_tenant"
 
 // admittingTraces drops the spans of invalid tenants before exporterhelper sees
@@ -28,14 +28,14 @@ func (a *admittingTraces) ConsumeTraces(ctx context.Context, td ptrace.Traces) e
 }
 
 // dropInvalidTenants removes, in place (the exporter declares MutatesData), the
-// spans whose tenant attribute is not a valid tenant id, and counts them.
+// spans whose tenant (header or attribute) is not a valid tenant id, and counts them.
 func (e *tempoExporter) dropInvalidTenants(ctx context.Context, td ptrace.Traces) {
-	if e.cfg.Tenant.FromAttribute == "" {
+	if e.cfg.Tenant.FromMetadata == "" && e.cfg.Tenant.FromAttribute == "" {
 		return
 	}
 	var dropped int64
 	td.ResourceSpans().RemoveIf(func(rs ptrace.ResourceSpans) bool {
-		if _, err := e.cfg.Tenant.Of(rs.Resource().Attributes()); err != nil {
+		if _, err := e.cfg.Tenant.Of(ctx, rs.Resource().Attributes()); err != nil {
 			dropped += int64(spanCount(rs))
 			return true
 		}

@@ -60,6 +60,9 @@ func (c *Config) Validate() error {
 	if err := c.Tenant.Check("tenant"); err != nil {
 		errs = append(errs, err)
 	}
+	if err := c.Tenant.CheckBatching("tenant", c.QueueConfig); err != nil {
+		errs = append(errs, err)
+	}
 	if c.Tenant.MaxClients <= 0 {
 		errs = append(errs, errors.New("tenant::max_clients: must be positive, e.g. 100"))
 	}

@@ -47,7 +47,7 @@ func TestLoadConfig(t *testing.T) {
 }
 
 func TestREADMEExamplesAreValid(t *testing.T) {
-	for _, name := range []string{"readme", "readme_http"} {
+	for _, name := range []string{"readme", "readme_http", "readme_metadata"} {
 		_, err := loadConfig(t, name)
 		require.NoError(t, err, name)
 	}
@@ -55,9 +55,10 @@ func TestREADMEExamplesAreValid(t *testing.T) {
 
 func TestValidateNamesKeyAndFix(t *testing.T) {
 	for name, wants := range map[string][]string{
-		"none":       {`endpoint: set Tempo's OTLP/gRPC address`},
-		"both":       {`endpoint and http: set only one`},
-		"bad_tenant": {`tenant::max_clients: must be positive`, `tenant::default: "../x" is not a valid tenant id`},
+		"none":                   {`endpoint: set Tempo's OTLP/gRPC address`},
+		"both":                   {`endpoint and http: set only one`},
+		"bad_tenant":             {`tenant::max_clients: must be positive`, `tenant::default: "../x" is not a valid tenant id`},
+		"metadata_unpartitioned": {`tenant::from_metadata: "x-scope-orgid" must be in sending_queue::batch::partition::metadata_keys`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := loadConfig(t, name)

@@ -123,9 +123,10 @@ func (e *tempoExporter) pushTraces(ctx context.Context, td ptrace.Traces) error 
 	if n := promoteGoldenFields(td); n > 0 {
 		e.telemetry.ExporterTempoAttributesPromoted.Add(ctx, n)
 	}
-	byTenant, dropped := splitByTenant(td, &e.cfg.Tenant.Config)
+	byTenant, dropped := splitByTenant(ctx, td, &e.cfg.Tenant.Config)
 	// Spans in a persistent queue from before a tenant::from_attribute change
-	// are only checked here; exporterhelper counts them as sent too.
+	// (or tenant::from_metadata) change are only checked here; exporterhelper
+	// counts them as sent too.
 	e.countInvalidTenants(ctx, dropped)
 	sends := tenant.Send(slices.Sorted(maps.Keys(byTenant)), e.cfg.Tenant.MaxClients, func(id string) error {
 		return e.send(ctx, id, byTenant[id])

@@ -317,3 +317,77 @@ func TestPersistentQueueSurvivesRestart(t *testing.T) {
 	require.Eventually(t, func() bool { return len(sink.received()) == 2 }, 5*time.Second, 10*time.Millisecond)
 	assert.Equal(t, "req-1715234890123-a1b2c3", sink.spansByTenant()["shared"]["forward"][golden.ReqID])
 }
+
+// withHeaders is the context of a request that came with the given headers,
+// as a receiver with include_metadata hands it on.
+func withHeaders(headers map[string][]string) context.Context {
+	return client.NewContext(context.Background(), client.Info{Metadata: client.NewMetadata(headers)})
+}
+
+// TestClientMetadataChoosesTheTenant: a request's x-scope-orgid header picks
+// the tenant of its spans over their resource attribute, through a persistent
+// queue whose batches are partitioned by it; without the header the attribute
+// or the default applies, and an invalid or repeated header drops the spans.
+func TestClientMetadataChoosesTheTenant(t *testing.T) {
+	sink := &tempoSink{}
+	storageID := component.MustNewIDWithName("file_storage", "tempo")
+	cfg := testConfig(startReceiver(t, false, sink), false)
+	cfg.Tenant.FromMetadata = "x-scope-orgid"
+	queue := exporterhelper.NewDefaultQueueConfig()
+	queue.StorageID = &storageID
+	queue.Batch = configoptional.Some(exporterhelper.BatchConfig{FlushTimeout: 10 * time.Millisecond, Sizer: exporterhelper.RequestSizerTypeItems, MinSize: 1000})
+	queue.Batch.Get().Partition.MetadataKeys = []string{"x-scope-orgid"}
+	cfg.QueueConfig = configoptional.Some(queue)
+	require.NoError(t, cfg.Validate())
+	tt := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tt.Shutdown(context.Background())) })
+	exp, err := NewFactory().CreateTraces(context.Background(), metadatatest.NewSettings(tt), cfg)
+	require.NoError(t, err)
+	require.NoError(t, exp.Start(context.Background(), memstorage.Host{storageID: memstorage.New()}))
+	t.Cleanup(func() { require.NoError(t, exp.Shutdown(context.Background())) })
+
+	// Each request's spans say who sent them; the first resource also names team-c.
+	send := func(ctx context.Context, sentBy string) {
+		td := testTraces()
+		td.ResourceSpans().At(0).Resource().Attributes().PutStr("tenant_id", "team-c")
+		for _, rs := range td.ResourceSpans().All() {
+			rs.Resource().Attributes().PutStr("sent_by", sentBy)
+		}
+		require.NoError(t, exp.ConsumeTraces(ctx, td))
+	}
+	for range 2 {
+		send(withHeaders(map[string][]string{"x-scope-orgid": {"team-a"}}), "a")
+		send(withHeaders(map[string][]string{"X-Scope-Orgid": {"team-b"}}), "b")
+	}
+	send(context.Background(), "no header")
+	send(withHeaders(map[string][]string{"x-scope-orgid": {"a/b"}}), "invalid header")
+	send(withHeaders(map[string][]string{"x-scope-orgid": {"team-a", "team-b"}}), "two headers")
+
+	perRequest := testTraces().SpanCount()
+	require.Eventually(t, func() bool {
+		n := 0
+		for _, e := range sink.received() {
+			n += e.td.SpanCount()
+		}
+		return n == 5*perRequest
+	}, 5*time.Second, 10*time.Millisecond)
+	senders := map[string]map[string]int{} // tenant -> sent_by -> spans
+	for _, e := range sink.received() {
+		for _, rs := range e.td.ResourceSpans().All() {
+			sentBy, _ := rs.Resource().Attributes().Get("sent_by")
+			if senders[e.tenant] == nil {
+				senders[e.tenant] = map[string]int{}
+			}
+			senders[e.tenant][sentBy.Str()] += spanCount(rs)
+		}
+	}
+	assert.Equal(t, map[string]map[string]int{
+		"team-a": {"a": 2 * perRequest},
+		"team-b": {"b": 2 * perRequest},
+		"team-c": {"no header": 2},
+		"shared": {"no header": 1},
+	}, senders)
+	metadatatest.AssertEqualExporterTempoSpansDropped(t, tt, []metricdata.DataPoint[int64]{
+		{Value: int64(2 * perRequest), Attributes: attribute.NewSet(attribute.String("drop_reason", "invalid_tenant"))},
+	}, metricdatatest.IgnoreTimestamp(), metricdatatest.IgnoreExemplars())
+}

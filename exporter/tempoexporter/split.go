@@ -1,23 +1,26 @@
 package tempoexporter
 
 import (
+	"context"
+
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/loom-otel/loom/internal/tenant"
 )
 
-// splitByTenant returns td's resources per tenant (the tenant is a resource
-// attribute) and the number of spans dropped for an invalid tenant. When
+// splitByTenant returns td's resources per tenant (from the client metadata
+// of ctx, the request's, else a resource attribute) and the number of spans
+// dropped for an invalid tenant. When
 // every resource has the same tenant, as in most batches, td itself is
 // returned; otherwise the resources are moved, not copied, into one batch
 // per tenant, leaving td empty.
-func splitByTenant(td ptrace.Traces, cfg *tenant.Config) (map[string]ptrace.Traces, int64) {
+func splitByTenant(ctx context.Context, td ptrace.Traces, cfg *tenant.Config) (map[string]ptrace.Traces, int64) {
 	rss := td.ResourceSpans()
 	ids := make([]string, rss.Len())
 	valid := make([]bool, rss.Len())
 	single := true
 	for i, rs := range rss.All() {
-		id, err := cfg.Of(rs.Resource().Attributes())
+		id, err := cfg.Of(ctx, rs.Resource().Attributes())
 		ids[i], valid[i] = id, err == nil
 		single = single && valid[i] && id == ids[0]
 	}

@@ -1,6 +1,7 @@
 package tempoexporter
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
@@ -14,13 +15,13 @@ import (
 func TestSplitByTenantSingle(t *testing.T) {
 	td := testTraces()
 	cfg := &tenant.Config{FromAttribute: "tenant_id", Default: "shared"}
-	got, dropped := splitByTenant(td, cfg)
+	got, dropped := splitByTenant(context.Background(), td, cfg)
 	require.Len(t, got, 1)
 	assert.Zero(t, dropped)
 	got["shared"].ResourceSpans().AppendEmpty()
 	assert.Equal(t, 3, td.ResourceSpans().Len(), "one tenant: the batch itself, not a copy")
 
-	empty, _ := splitByTenant(ptrace.NewTraces(), cfg)
+	empty, _ := splitByTenant(context.Background(), ptrace.NewTraces(), cfg)
 	assert.Empty(t, empty)
 }
 
@@ -34,7 +35,7 @@ func TestSplitByTenant(t *testing.T) {
 	worker.Resource().Attributes().PutStr("service.name", "worker")
 	worker.ScopeSpans().AppendEmpty().Spans().AppendEmpty().SetName("job")
 
-	got, dropped := splitByTenant(td, &tenant.Config{FromAttribute: "tenant_id", Default: "shared"})
+	got, dropped := splitByTenant(context.Background(), td, &tenant.Config{FromAttribute: "tenant_id", Default: "shared"})
 	assert.Equal(t, int64(td.ResourceSpans().At(1).ScopeSpans().At(0).Spans().Len()), dropped)
 	names := map[string][]string{}
 	for id, part := range got {
@@ -64,7 +65,7 @@ func BenchmarkSplitByTenant(b *testing.B) {
 			for b.Loop() {
 				clone := ptrace.NewTraces()
 				td.CopyTo(clone) // the split moves spans out of its input
-				splitByTenant(clone, cfg)
+				splitByTenant(context.Background(), clone, cfg)
 			}
 			b.ReportMetric(float64(benchSpans*b.N)/b.Elapsed().Seconds(), "records/s")
 		})
