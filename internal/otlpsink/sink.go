@@ -37,11 +37,17 @@ type Sink struct {
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced on every receipt
 	logs    []plog.Logs
-	traces  []ptrace.Traces
+	traces  []tenantTraces
 	counts  Counts
 	tenants map[string]int // export requests by X-Scope-OrgID ("" when absent)
 	// keep=false counts records without storing them (benchmarks).
 	keep bool
+}
+
+// tenantTraces is one traces payload with the X-Scope-OrgID it came with.
+type tenantTraces struct {
+	tenant string
+	td     ptrace.Traces
 }
 
 // Counts are the numbers of records received so far.
@@ -73,7 +79,7 @@ func Start(keep bool) (*Sink, error) {
 	ptraceotlp.RegisterGRPCServer(s.grpcServer, &tracesServer{s: s})
 	pmetricotlp.RegisterGRPCServer(s.grpcServer, &metricsServer{s: s})
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/logs", s.serveHTTP(func(body []byte) error {
+	mux.HandleFunc("POST /v1/logs", s.serveHTTP(func(_ string, body []byte) error {
 		req := plogotlp.NewExportRequest()
 		if err := req.UnmarshalProto(body); err != nil {
 			return err
@@ -81,15 +87,15 @@ func Start(keep bool) (*Sink, error) {
 		s.addLogs(req.Logs())
 		return nil
 	}))
-	mux.HandleFunc("POST /v1/traces", s.serveHTTP(func(body []byte) error {
+	mux.HandleFunc("POST /v1/traces", s.serveHTTP(func(tenant string, body []byte) error {
 		req := ptraceotlp.NewExportRequest()
 		if err := req.UnmarshalProto(body); err != nil {
 			return err
 		}
-		s.addTraces(req.Traces())
+		s.addTraces(tenant, req.Traces())
 		return nil
 	}))
-	mux.HandleFunc("POST /v1/metrics", s.serveHTTP(func(body []byte) error {
+	mux.HandleFunc("POST /v1/metrics", s.serveHTTP(func(_ string, body []byte) error {
 		req := pmetricotlp.NewExportRequest()
 		if err := req.UnmarshalProto(body); err != nil {
 			return err
@@ -109,7 +115,8 @@ func (s *Sink) Close() {
 	_ = s.httpServer.Close()
 }
 
-func (s *Sink) serveHTTP(decode func([]byte) error) http.HandlerFunc {
+// serveHTTP answers one OTLP/HTTP signal; decode gets the request's tenant and body.
+func (s *Sink) serveHTTP(decode func(tenant string, body []byte) error) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if ct := r.Header.Get("Content-Type"); ct != "application/x-protobuf" {
 			http.Error(w, "sink accepts only application/x-protobuf, got "+ct, http.StatusUnsupportedMediaType)
@@ -117,8 +124,9 @@ func (s *Sink) serveHTTP(decode func([]byte) error) http.HandlerFunc {
 		}
 		body, err := io.ReadAll(r.Body)
 		if err == nil {
-			s.countTenant(r.Header.Get(tenantHeader))
-			err = decode(body)
+			tenant := r.Header.Get(tenantHeader)
+			s.countTenant(tenant)
+			err = decode(tenant, body)
 		}
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
@@ -138,7 +146,8 @@ func (s *Sink) countTenant(tenant string) {
 	s.tenants[tenant]++
 }
 
-func (s *Sink) countGRPCTenant(ctx context.Context) {
+// countGRPCTenant counts a gRPC export request by its tenant and returns the tenant.
+func (s *Sink) countGRPCTenant(ctx context.Context) string {
 	tenant := ""
 	if md, ok := metadata.FromIncomingContext(ctx); ok {
 		if values := md.Get(tenantHeader); len(values) > 0 {
@@ -146,6 +155,7 @@ func (s *Sink) countGRPCTenant(ctx context.Context) {
 		}
 	}
 	s.countTenant(tenant)
+	return tenant
 }
 
 // Tenants returns the number of export requests received per X-Scope-OrgID
@@ -168,14 +178,14 @@ func (s *Sink) addLogs(ld plog.Logs) {
 	s.notifyLocked()
 }
 
-func (s *Sink) addTraces(td ptrace.Traces) {
+func (s *Sink) addTraces(tenant string, td ptrace.Traces) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.counts.Spans += td.SpanCount()
 	if s.keep {
 		kept := ptrace.NewTraces()
 		td.CopyTo(kept)
-		s.traces = append(s.traces, kept)
+		s.traces = append(s.traces, tenantTraces{tenant: tenant, td: kept})
 	}
 	s.notifyLocked()
 }
@@ -211,7 +221,23 @@ func (s *Sink) Logs() []plog.Logs {
 func (s *Sink) Traces() []ptrace.Traces {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]ptrace.Traces(nil), s.traces...)
+	out := make([]ptrace.Traces, len(s.traces))
+	for i, t := range s.traces {
+		out[i] = t.td
+	}
+	return out
+}
+
+// TracesByTenant returns every traces payload received so far by the
+// X-Scope-OrgID it came with ("" for none; only with keep).
+func (s *Sink) TracesByTenant() map[string][]ptrace.Traces {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string][]ptrace.Traces{}
+	for _, t := range s.traces {
+		out[t.tenant] = append(out[t.tenant], t.td)
+	}
+	return out
 }
 
 // ErrTimeout is returned by WaitFor when the condition did not hold in time.
@@ -264,8 +290,7 @@ type tracesServer struct {
 }
 
 func (t *tracesServer) Export(ctx context.Context, req ptraceotlp.ExportRequest) (ptraceotlp.ExportResponse, error) {
-	t.s.countGRPCTenant(ctx)
-	t.s.addTraces(req.Traces())
+	t.s.addTraces(t.s.countGRPCTenant(ctx), req.Traces())
 	return ptraceotlp.NewExportResponse(), nil
 }
 

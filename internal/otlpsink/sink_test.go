@@ -45,7 +45,7 @@ func TestSinkReceivesOverGRPCAndHTTP(t *testing.T) {
 	}
 	td := ptrace.NewTraces()
 	td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans().AppendEmpty().SetName("s")
-	if _, err := ptraceotlp.NewGRPCClient(conn).Export(ctx, ptraceotlp.NewExportRequestFromTraces(td)); err != nil {
+	if _, err := ptraceotlp.NewGRPCClient(conn).Export(tenantCtx, ptraceotlp.NewExportRequestFromTraces(td)); err != nil {
 		t.Fatal(err)
 	}
 
@@ -77,8 +77,11 @@ func TestSinkReceivesOverGRPCAndHTTP(t *testing.T) {
 	if got.Requests != 3 || len(s.Logs()) != 2 || len(s.Traces()) != 1 {
 		t.Fatalf("counts %+v, kept %d logs and %d traces payloads", got, len(s.Logs()), len(s.Traces()))
 	}
-	if tenants := s.Tenants(); tenants["team-a"] != 1 || tenants[""] != 2 {
-		t.Fatalf("tenants %v, want one team-a request and two without a tenant", tenants)
+	if tenants := s.Tenants(); tenants["team-a"] != 2 || tenants[""] != 1 {
+		t.Fatalf("tenants %v, want two team-a requests and one without a tenant", tenants)
+	}
+	if byTenant := s.TracesByTenant(); len(byTenant) != 1 || len(byTenant["team-a"]) != 1 {
+		t.Fatalf("traces by tenant %v, want the one payload under team-a", byTenant)
 	}
 	if b := s.Logs()[0].ResourceLogs().At(0).ScopeLogs().At(0).LogRecords().At(0).Body().Str(); b != "hello" {
 		t.Fatalf("kept body %q", b)

@@ -33,6 +33,7 @@ type lokiPushes struct {
 }
 
 type lokiEntry struct {
+	tenant    string // the push's X-Scope-OrgID
 	labels    string
 	metadata  map[string]string
 	line      string
@@ -58,14 +59,15 @@ func (l *lokiPushes) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.tenants[r.Header.Get("X-Scope-OrgID")]++
+	tenant := r.Header.Get("X-Scope-OrgID")
+	l.tenants[tenant]++
 	for _, stream := range req.Streams {
 		for _, e := range stream.Entries {
 			md := map[string]string{}
 			for _, kv := range e.StructuredMetadata {
 				md[kv.Name] = kv.Value
 			}
-			l.entries = append(l.entries, lokiEntry{labels: stream.Labels, metadata: md, line: e.Line, timestamp: e.Timestamp})
+			l.entries = append(l.entries, lokiEntry{tenant: tenant, labels: stream.Labels, metadata: md, line: e.Line, timestamp: e.Timestamp})
 		}
 	}
 	w.WriteHeader(http.StatusNoContent)
