@@ -3,6 +3,7 @@ package reqsamplingprocessor
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -92,6 +93,8 @@ type group struct {
 	verdict verdict
 	// late is true when the request had been decided before the batch came.
 	late bool
+	// bytes is the estimated size of its records.
+	bytes int
 }
 
 // batch is the data of one ConsumeLogs or ConsumeTraces call. It is held
@@ -109,10 +112,23 @@ type batch struct {
 	traces  ptrace.Traces
 	groups  []group
 	records []int32 // the group of each record, in scan order
-	bytes   int     // estimated size of the records
 	arrived time.Time
-	// undecided counts the groups whose request waits for a decision (owner only).
-	undecided int
+	// parts are its groups by the shard that owns their requests.
+	parts []part
+	// undecided counts the groups not decided yet; the shard that decides
+	// the last one releases the batch.
+	undecided atomic.Int32
+}
+
+// part is the groups of a batch whose requests one shard owns.
+type part struct {
+	b      *batch
+	shard  int
+	groups []int32
+	// bytes is the estimated size of its records, which its shard counts
+	// against max_bytes until it has decided all of them (undecided: owner only).
+	bytes     int
+	undecided int32
 }
 
 // scanner groups a batch's records by request and runs the record policies
@@ -243,7 +259,6 @@ func failureVerdict(v failure.Verdict) failure.Verdict {
 
 // add puts one record in its request's group.
 func (sc *scanner) add(b *batch, reqID string, traceID pcommon.TraceID, f *facts, size int) {
-	b.bytes += size
 	// A record is grouped by its req_id, else (none, or one too long to be an
 	// id) by its trace id.
 	var key requestKey
@@ -254,16 +269,17 @@ func (sc *scanner) add(b *batch, reqID string, traceID pcommon.TraceID, f *facts
 		key.traceID = traceID
 	default:
 		b.records = append(b.records, int32(len(b.groups)))
-		b.groups = append(b.groups, group{single: true, facts: *f})
+		b.groups = append(b.groups, group{single: true, facts: *f, bytes: size})
 		return
 	}
 	gi, ok := sc.index[key]
 	if !ok {
 		gi = int32(len(b.groups))
 		sc.index[key] = gi
-		b.groups = append(b.groups, group{key: key, facts: *f})
+		b.groups = append(b.groups, group{key: key, facts: *f, bytes: size})
 	} else {
 		b.groups[gi].facts.merge(f)
+		b.groups[gi].bytes += size
 	}
 	b.records = append(b.records, gi)
 }

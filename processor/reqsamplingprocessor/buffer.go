@@ -17,7 +17,7 @@ type request struct {
 }
 
 type groupRef struct {
-	b     *batch
+	part  *part
 	group int32
 }
 

@@ -3,6 +3,7 @@ package reqsamplingprocessor // import "github.com/loom-otel/loom/processor/reqs
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
@@ -39,6 +40,10 @@ type Config struct {
 	// records waiting for a decision until they are passed on, so that a
 	// crash loses none; without it they live in memory only.
 	Storage *component.ID `mapstructure:"storage"`
+	// NumShards splits the requests waiting for a decision between this
+	// many goroutines, by a hash of their key, each with its share of
+	// max_requests, max_bytes and decision_cache::max_entries.
+	NumShards int `mapstructure:"num_shards"`
 
 	// options are test seams (clock, ticks), never set from YAML.
 	options []option `mapstructure:"-"`
@@ -237,6 +242,8 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s: "+format, append([]any{key}, args...)...))
 		}
 	}
+	check(c.NumShards >= 1 && c.NumShards <= maxShards, "num_shards",
+		"must be 1 to %d, e.g. %d (unset: the number of CPUs the collector may use); got %d", maxShards, runtime.GOMAXPROCS(0), c.NumShards)
 	check(c.DecisionWait > 0, "decision_wait", "must be positive, e.g. 30s; got %v", c.DecisionWait)
 	check(c.MaxRequests > 0, "max_requests", "must be positive, e.g. 50000; got %d", c.MaxRequests)
 	check(c.MaxBytes > 0, "max_bytes", "must be positive, e.g. 268435456 (256 MiB); got %d", c.MaxBytes)

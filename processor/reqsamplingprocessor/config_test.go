@@ -53,6 +53,7 @@ func TestLoadConfig(t *testing.T) {
 		Learning:    LearningConfig{HalfLife: 30 * time.Minute, MinFailures: 5, MinFailureRate: 0.5, PrefixLength: 3, MaxHashes: 200_000},
 		VolumeGuard: VolumeGuardConfig{MaxShare: 0.1},
 		Storage:     &requests,
+		NumShards:   4,
 	}
 	got = loadConfig(t, "everything")
 	assert.Equal(t, everything, got)
@@ -63,7 +64,7 @@ func TestValidateNamesTheKeyToFix(t *testing.T) {
 	err := confmap.Validate(loadConfig(t, "invalid"))
 	require.Error(t, err)
 	for _, key := range []string{
-		"decision_wait:", "max_requests:", "max_bytes:", "decision_cache::max_entries:", "base_percentage:",
+		"num_shards:", "decision_wait:", "max_requests:", "max_bytes:", "decision_cache::max_entries:", "base_percentage:",
 		"learning::half_life:", "learning::min_failures:", "learning::min_failure_rate:", "learning::prefix_length:",
 		"learning::max_hashes:",
 		`policies::0::name: "base_rate"`, "policies::0::errors::min_severity:",

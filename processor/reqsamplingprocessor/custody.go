@@ -122,9 +122,9 @@ func (s *sampler) unkeep(b *batch) {
 }
 
 // replay takes in again what the last run kept and never passed on, before
-// the deciding goroutine runs: batches as they arrived wait for a decision
-// again; decided ones are passed on as they are, with the client metadata
-// they came with.
+// the shards run: batches as they arrived wait for a decision again;
+// decided ones are passed on as they are, with the client metadata they
+// came with.
 func (s *sampler) replay(ctx context.Context) error {
 	entries, err := s.journal.Replay(ctx)
 	if err != nil {
@@ -154,7 +154,10 @@ func (s *sampler) replay(ctx context.Context) error {
 			continue
 		}
 		b.arrived = s.now()
-		s.ingest(b)
+		s.split(b)
+		for i := range b.parts {
+			s.shards[b.parts[i].shard].ingest(&b.parts[i])
+		}
 	}
 	if replayed+lost > 0 {
 		s.logger.Info("Replayed the records the last run kept and had not passed on",

@@ -56,9 +56,7 @@ func TestEachPipelineGetsItsOwnRecordsWithItsContext(t *testing.T) {
 // crash closes the storage as a killed process leaves it: what was written
 // stays, nothing more is; the harness's sinks no longer count.
 func (h *harness) crash() {
-	s, ok := LookupFailureMap(h.id)
-	require.True(h.t, ok)
-	require.NoError(h.t, s.(*sampler).journal.Close(context.Background()))
+	require.NoError(h.t, h.sampler().journal.Close(context.Background()))
 }
 
 // storedHarness runs id's processors with storage in dir.

@@ -114,7 +114,10 @@ func (d *decider) policyName(v verdict) string {
 
 // unitHash maps a request key to [0, 1): FNV-1a over the req_id (or the
 // trace id), seeded, then mixed so that every bit counts.
-func unitHash(key requestKey, seed uint64) float64 {
+func unitHash(key requestKey, seed uint64) float64 { return unit(mix(keyHash(key, seed))) }
+
+// keyHash is FNV-1a over the req_id (or the trace id), seeded.
+func keyHash(key requestKey, seed uint64) uint64 {
 	const prime = 1099511628211
 	h := uint64(14695981039346656037) ^ seed
 	if key.reqID != "" {
@@ -126,7 +129,7 @@ func unitHash(key requestKey, seed uint64) float64 {
 			h = (h ^ uint64(c)) * prime
 		}
 	}
-	return unit(mix(h))
+	return h
 }
 
 // mix is the splitmix64 finalizer.

@@ -9,6 +9,7 @@ package reqsamplingprocessor // import "github.com/loom-otel/loom/processor/reqs
 
 import (
 	"context"
+	"runtime"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
@@ -52,6 +53,7 @@ func createDefaultConfig() component.Config {
 			{Name: "hot_input", Type: HotInput},
 		},
 		VolumeGuard: VolumeGuardConfig{MaxShare: 0.05},
+		NumShards:   runtime.GOMAXPROCS(0),
 		Learning: LearningConfig{
 			HalfLife:       time.Hour,
 			MinFailures:    3,

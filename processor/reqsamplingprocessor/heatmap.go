@@ -93,7 +93,8 @@ func unregisterFailureMap(id component.ID, m FailureMap) {
 	}
 }
 
-// count reports a decided request in the telemetry and the failure map.
+// count reports a decided request in the telemetry and the failure map,
+// under the sampler's lock.
 func (s *sampler) count(v verdict, inputHash string, failed bool) {
 	s.tel.decided(v)
 	s.countDecision(v)
@@ -135,8 +136,10 @@ func (s *sampler) countDecision(v verdict) {
 
 // publishHeatMap makes the current failure map readable from other goroutines.
 func (s *sampler) publishHeatMap(now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	snap := s.learner.Snapshot(now)
-	m := &HeatMap{Time: now, PendingRequests: s.pending.len(), TrackedHashes: snap.Hashes,
+	m := &HeatMap{Time: now, PendingRequests: int(s.pendingRequests()), TrackedHashes: snap.Hashes,
 		Decisions: make(map[string]DecisionCount, len(s.counts))}
 	recent := map[string]learner.Bucket{}
 	for _, b := range snap.Buckets {

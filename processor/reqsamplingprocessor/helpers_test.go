@@ -144,6 +144,13 @@ func (h *harness) wait(d time.Duration) {
 	h.tick()
 }
 
+// sampler is the state the harness's processors share.
+func (h *harness) sampler() *sampler {
+	m, ok := LookupFailureMap(h.id)
+	require.True(h.t, ok)
+	return m.(*sampler)
+}
+
 // heatMap is the processor's failure map, as an extension reads it.
 func (h *harness) heatMap() HeatMap {
 	m, ok := LookupFailureMap(h.id)

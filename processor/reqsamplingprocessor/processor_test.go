@@ -273,6 +273,7 @@ func TestOverflowDecidesTheOldestEarly(t *testing.T) {
 	cfg := defaultConfig()
 	cfg.BasePercentage = 100
 	cfg.MaxRequests = 3
+	cfg.NumShards = 1 // the limits of one shard, over one order of arrival
 	h := newHarness(t, cfg)
 	for i := range 5 {
 		h.send(requests(1, func(_ int, r *rec) { r.reqID, r.traceID = id(i), 0 }))
@@ -289,6 +290,7 @@ func TestOverflowDecidesTheOldestEarly(t *testing.T) {
 	cfg = defaultConfig()
 	cfg.BasePercentage = 100
 	cfg.MaxBytes = 1500
+	cfg.NumShards = 1
 	h = newHarness(t, cfg)
 	for i := range 10 {
 		h.send(tracesOf(rec{reqID: id(i), attrs: map[string]any{"payload": strings.Repeat("x", 400)}}), plog.NewLogs())
@@ -347,6 +349,7 @@ func TestLateRecordsShareTheDecision(t *testing.T) {
 func TestDecisionCacheIsBounded(t *testing.T) {
 	cfg := defaultConfig()
 	cfg.DecisionCache.MaxEntries = 10
+	cfg.NumShards = 1 // the bound of one shard
 	h := newHarness(t, cfg)
 	h.send(requests(25, nil))
 	h.wait(cfg.DecisionWait)

@@ -28,8 +28,10 @@ var errShutdown = errors.New("reqsampling processor is shut down")
 
 // sampler is the state shared by the logs and traces processors of one
 // component ID: the requests waiting for a decision and the decisions made,
-// so that a request's logs and spans share one fate. One goroutine (run)
-// owns that state; the pipelines hand it scanned batches over a channel.
+// so that a request's logs and spans share one fate. The requests are split
+// between shards by a hash of their key, each owned by its goroutine; the
+// pipelines hand every shard its part of a scanned batch over its channel.
+// One more goroutine (run) ticks the shards and publishes the failure map.
 type sampler struct {
 	id      component.ID
 	cfg     *Config
@@ -49,29 +51,31 @@ type sampler struct {
 	// journal keeps the records waiting for a decision; nil without storage.
 	journal *custody.Journal
 
-	work    chan *batch
-	flushes chan chan struct{}
-	stop    chan struct{}
-	done    chan struct{}
+	shards []*shard
+	// shardSeed seeds the hash that picks a request's shard.
+	shardSeed uint64
+	flushes   chan chan struct{}
+	stop      chan struct{}
+	done      chan struct{}
+
+	// handing is held (read) while a batch's parts are handed to the
+	// shards, so that none is handed part of a batch once shutdown began.
+	handing sync.RWMutex
+	closed  bool
 
 	startOnce sync.Once
 	stopOnce  sync.Once
 	started   atomic.Bool
 
-	// Owned by run.
-	pending buffer
-	cache   decisionCache
-	bytes   int
+	// mu guards what every shard learns from and counts decisions in.
+	mu      sync.Mutex
 	singles uint64 // records decided alone so far: their draws
-	scratch policy.Findings
 	guard   volumeGuard
 	totals  map[string]*BucketHeat
 	counts  map[string]*DecisionCount
 
-	// Published by run for telemetry and the failure map.
-	pendingRequests atomic.Int64
-	pendingBytes    atomic.Int64
-	heatMap         atomic.Pointer[HeatMap]
+	// Published by run for the failure map.
+	heatMap atomic.Pointer[HeatMap]
 }
 
 var _ FailureMap = (*sampler)(nil)
@@ -85,17 +89,16 @@ func newSampler(set processor.Settings, cfg *Config) (*sampler, error) {
 		return nil, err
 	}
 	s := &sampler{
-		id:      set.ID,
-		cfg:     cfg,
-		logger:  set.Logger,
-		now:     time.Now,
-		work:    make(chan *batch, 16),
-		flushes: make(chan chan struct{}),
-		stop:    make(chan struct{}),
-		done:    make(chan struct{}),
-		pending: newBuffer(),
-		totals:  map[string]*BucketHeat{},
-		counts:  map[string]*DecisionCount{},
+		id:        set.ID,
+		cfg:       cfg,
+		logger:    set.Logger,
+		now:       time.Now,
+		shardSeed: cfg.HashSeed ^ shardSalt,
+		flushes:   make(chan chan struct{}),
+		stop:      make(chan struct{}),
+		done:      make(chan struct{}),
+		totals:    map[string]*BucketHeat{},
+		counts:    map[string]*DecisionCount{},
 	}
 	for _, o := range cfg.options {
 		o(s)
@@ -136,7 +139,9 @@ func newSampler(set processor.Settings, cfg *Config) (*sampler, error) {
 		}
 	}
 	s.scanners = newScannerPool(policies)
-	s.cache = newDecisionCache(cfg.DecisionCache, func() { tel.evicted(stateDecisionCache) })
+	for range cfg.NumShards {
+		s.shards = append(s.shards, newShard(s, cfg.NumShards))
+	}
 	s.heatMap.Store(&HeatMap{Decisions: map[string]DecisionCount{}})
 	if err := tel.registerGauges(s); err != nil {
 		tb.Shutdown()
@@ -165,6 +170,9 @@ func (s *sampler) start(ctx context.Context, host component.Host) error {
 		}
 		s.started.Store(true)
 		registerFailureMap(s.id, s)
+		for _, sh := range s.shards {
+			go sh.run()
+		}
 		go s.run()
 	})
 	return err
@@ -197,6 +205,9 @@ func (s *sampler) flush(ctx context.Context) error {
 func (s *sampler) shutdown(ctx context.Context) error {
 	var err error
 	s.stopOnce.Do(func() {
+		s.handing.Lock()
+		s.closed = true
+		s.handing.Unlock()
 		if s.started.Load() {
 			close(s.stop)
 			select {
@@ -214,14 +225,15 @@ func (s *sampler) shutdown(ctx context.Context) error {
 	return err
 }
 
-// submit hands a batch that came from a pipeline to the deciding goroutine,
-// once it is in storage when there is one: the sender is told it was
-// accepted when this returns.
+// submit hands a batch that came from a pipeline to the shards, once it is
+// in storage when there is one: the sender is told it was accepted when
+// this returns.
 func (s *sampler) submit(ctx context.Context, to *outlet, b *batch) error {
 	b.to, b.ctx = to, context.WithoutCancel(ctx)
 	if err := s.keep(ctx, b); err != nil {
 		return err
 	}
+	s.split(b)
 	err := s.hand(ctx, b)
 	if err != nil {
 		s.unkeep(b)
@@ -229,21 +241,59 @@ func (s *sampler) submit(ctx context.Context, to *outlet, b *batch) error {
 	return err
 }
 
+// shardSalt makes the shard of a request independent of its draw.
+const shardSalt = 0x9e3779b97f4a7c15
+
+// shardOf is the index of the shard that owns the request with this key.
+func (s *sampler) shardOf(key requestKey) int {
+	return int(mix(keyHash(key, s.shardSeed)) % uint64(len(s.shards)))
+}
+
+// split makes a part of the batch's groups for every shard that owns one of
+// its requests; records without a key go to a shard by their group's place
+// in the batch.
+func (s *sampler) split(b *batch) {
+	b.undecided.Store(int32(len(b.groups)))
+	var partOf [maxShards]int32 // index+1 in b.parts; 0: none yet
+	for gi := range b.groups {
+		g := &b.groups[gi]
+		sh := gi % len(s.shards)
+		if !g.single {
+			sh = s.shardOf(g.key)
+		}
+		if partOf[sh] == 0 {
+			b.parts = append(b.parts, part{b: b, shard: sh})
+			partOf[sh] = int32(len(b.parts))
+		}
+		p := &b.parts[partOf[sh]-1]
+		p.groups = append(p.groups, int32(gi))
+		p.bytes += g.bytes
+	}
+	if len(b.parts) == 0 { // no record: a shard releases it all the same
+		b.parts = append(b.parts, part{b: b})
+	}
+}
+
+// hand gives every shard its part of the batch.
 func (s *sampler) hand(ctx context.Context, b *batch) error {
 	b.arrived = s.now()
-	select {
-	case <-s.done: // checked first: the work channel may still have room
+	s.handing.RLock()
+	defer s.handing.RUnlock()
+	if s.closed {
 		return errShutdown
-	default:
 	}
+	first := &b.parts[0]
 	select {
-	case s.work <- b:
-		return nil
-	case <-s.done:
-		return errShutdown
+	case s.shards[first.shard].work <- first:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	// The batch is the shards' now: every part must follow.
+	for i := 1; i < len(b.parts); i++ {
+		p := &b.parts[i]
+		s.shards[p.shard].work <- p
+	}
+	return nil
 }
 
 // HeatMap implements FailureMap.
@@ -259,113 +309,37 @@ func (s *sampler) run() {
 	}
 	for {
 		select {
-		case b := <-s.work:
-			s.ingest(b)
 		case <-ticks:
-			s.tick()
+			s.orderShards(cmdTick)
 		case ack := <-s.testTicks:
-			s.drain()
-			s.tick()
+			s.orderShards(cmdTick)
 			close(ack)
 		case ack := <-s.flushes:
-			s.drain()
-			s.decideAll()
+			s.orderShards(cmdFlush)
 			close(ack)
 		case <-s.stop:
-			s.drain()
-			s.decideAll()
+			s.orderShards(cmdStop)
 			return
 		}
 	}
+}
+
+// orderShards has every shard carry out cmd, and publishes the failure map once
+// all have.
+func (s *sampler) orderShards(cmd command) {
+	var done sync.WaitGroup
+	done.Add(len(s.shards))
+	for _, sh := range s.shards {
+		sh.orders <- order{cmd: cmd, done: &done}
+	}
+	done.Wait()
+	s.publishHeatMap(s.now())
 }
 
 // tickInterval is how often waiting requests are checked: a tenth of
 // decision_wait, between 10ms and 1s.
 func tickInterval(wait time.Duration) time.Duration {
 	return min(time.Second, max(10*time.Millisecond, wait/10))
-}
-
-// drain ingests the batches already handed over.
-func (s *sampler) drain() {
-	for {
-		select {
-		case b := <-s.work:
-			s.ingest(b)
-		default:
-			return
-		}
-	}
-}
-
-// ingest adds a batch's records to their requests. Records of requests
-// decided earlier take the cached decision; records without any key are
-// decided alone.
-func (s *sampler) ingest(b *batch) {
-	now := b.arrived
-	s.bytes += b.bytes
-	for gi := range b.groups {
-		g := &b.groups[gi]
-		if g.single {
-			g.verdict = s.decideSingle(&g.facts, now)
-			continue
-		}
-		if v, ok := s.cache.get(g.key, now); ok {
-			g.verdict, g.late = v, true
-			continue
-		}
-		r := s.pending.get(g.key)
-		if r == nil {
-			r = s.pending.add(g.key, now)
-		}
-		r.facts.merge(&g.facts)
-		r.groups = append(r.groups, groupRef{b: b, group: int32(gi)})
-		b.undecided++
-		s.learn(r, now)
-	}
-	if b.undecided == 0 {
-		s.release(b)
-	}
-	s.enforceLimits(now)
-	s.publishGauges()
-}
-
-// enforceLimits decides the oldest requests early until the buffer is
-// within max_requests and max_bytes.
-func (s *sampler) enforceLimits(now time.Time) {
-	for s.pending.len() > 0 {
-		reason := earlyMaxRequests
-		switch {
-		case s.pending.len() > s.cfg.MaxRequests:
-		case s.bytes > s.cfg.MaxBytes:
-			reason = earlyMaxBytes
-		default:
-			return
-		}
-		s.tel.decidedEarly(reason)
-		s.decide(s.pending.pop(), now)
-	}
-}
-
-// tick decides the requests that have waited decision_wait.
-func (s *sampler) tick() {
-	now := s.now()
-	for r := s.pending.oldest(); r != nil && now.Sub(r.arrived) >= s.cfg.DecisionWait; r = s.pending.oldest() {
-		s.decide(s.pending.pop(), now)
-	}
-	s.cache.expire(now)
-	s.publishGauges()
-	s.publishHeatMap(now)
-}
-
-// decideAll decides every waiting request.
-func (s *sampler) decideAll() {
-	now := s.now()
-	for s.pending.len() > 0 {
-		s.tel.decidedEarly(earlyShutdown)
-		s.decide(s.pending.pop(), now)
-	}
-	s.publishGauges()
-	s.publishHeatMap(now)
 }
 
 // learn teaches the learner what a waiting request has shown so far. It
@@ -377,40 +351,42 @@ func (s *sampler) learn(r *request, now time.Time) {
 		return
 	}
 	failed := s.decider.failed(r.facts.hits)
-	switch {
-	case !r.counted:
-		s.learner.Observe(r.facts.inputHash, failed, now)
-	case failed:
-		s.learner.ObserveFailure(r.facts.inputHash, now)
+	if r.counted && !failed {
+		return
 	}
+	s.mu.Lock()
+	if r.counted {
+		s.learner.ObserveFailure(r.facts.inputHash, now)
+	} else {
+		s.learner.Observe(r.facts.inputHash, failed, now)
+	}
+	s.mu.Unlock()
 	r.counted, r.failureCounted = true, failed
 }
 
-// decide settles one request's fate, teaches the policies that learn, remembers it,
-// and releases the batches that no longer wait for anything.
-func (s *sampler) decide(r *request, now time.Time) {
+// decide settles one request's fate and teaches the policies that learn;
+// scratch is the deciding shard's.
+func (s *sampler) decide(r *request, now time.Time, scratch *policy.Findings) verdict {
 	entry, d := r.facts.duration()
 	req := policy.Request{InputHash: r.facts.inputHash, Entry: entry, Duration: time.Duration(d), Now: now,
-		Findings: s.findingsOf(&r.facts)}
+		Findings: findingsOf(&r.facts, scratch)}
 	draw := unitHash(r.key, s.decider.seed)
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	v := s.guarded(s.decider.decide(&req, r.facts.hits, draw), draw)
 	for _, o := range s.observers {
 		o.Observe(&req)
 	}
 	s.count(v, req.InputHash, v.failure != nil)
-	s.cache.put(r.key, v, now)
-	for _, ref := range r.groups {
-		ref.b.groups[ref.group].verdict = v
-		if ref.b.undecided--; ref.b.undecided == 0 {
-			s.release(ref.b)
-		}
-	}
+	return v
 }
 
 // decideSingle decides a record that belongs to no request, by the record
-// policies and a base-rate draw of its own.
-func (s *sampler) decideSingle(f *facts, now time.Time) verdict {
-	req := policy.Request{InputHash: f.inputHash, Now: now, Findings: s.findingsOf(f)}
+// policies and a base-rate draw of its own; scratch is the deciding shard's.
+func (s *sampler) decideSingle(f *facts, now time.Time, scratch *policy.Findings) verdict {
+	req := policy.Request{InputHash: f.inputHash, Now: now, Findings: findingsOf(f, scratch)}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.singles++
 	draw := unit(mix(s.decider.seed ^ s.singles))
 	v := s.guarded(s.decider.decide(&req, f.hits, draw), draw)
@@ -430,19 +406,19 @@ func (s *sampler) guarded(v verdict, draw float64) verdict {
 	return s.decider.baseVerdict(draw)
 }
 
-// findingsOf returns the request's findings, or the sampler's empty scratch
-// when its records showed nothing (request policies may still add to it).
-func (s *sampler) findingsOf(f *facts) *policy.Findings {
+// findingsOf returns the request's findings, or scratch, emptied, when its
+// records showed nothing (request policies may still add to it).
+func findingsOf(f *facts, scratch *policy.Findings) *policy.Findings {
 	if f.findings != nil {
 		return f.findings
 	}
-	s.scratch = policy.Findings{Verdict: failure.Verdict{Reasons: s.scratch.Verdict.Reasons[:0]}}
-	return &s.scratch
+	*scratch = policy.Findings{Verdict: failure.Verdict{Reasons: scratch.Verdict.Reasons[:0]}}
+	return scratch
 }
 
-// release forwards a batch's kept records, annotated, and drops the others.
+// release forwards a batch's kept records, annotated, and drops the others,
+// on the goroutine of the shard that decided its last request.
 func (s *sampler) release(b *batch) {
-	s.bytes -= b.bytes
 	var counts [2][numOutcomes]int64 // [late][outcome]
 	keep := func(i int, attrs pcommon.Map) bool {
 		g := &b.groups[b.records[i]]
@@ -485,7 +461,19 @@ func (s *sampler) release(b *batch) {
 	}
 }
 
-func (s *sampler) publishGauges() {
-	s.pendingRequests.Store(int64(s.pending.len()))
-	s.pendingBytes.Store(int64(s.bytes))
+// pendingRequests and pendingBytes are the shards' last published, summed.
+func (s *sampler) pendingRequests() int64 {
+	var n int64
+	for _, sh := range s.shards {
+		n += sh.pendingRequests.Load()
+	}
+	return n
+}
+
+func (s *sampler) pendingBytes() int64 {
+	var n int64
+	for _, sh := range s.shards {
+		n += sh.pendingBytes.Load()
+	}
+	return n
 }

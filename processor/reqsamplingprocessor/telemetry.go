@@ -69,7 +69,7 @@ type telemetry struct {
 	errors    []metric.MeasurementOption              // by policy index
 	early     [numEarlyReasons]metric.MeasurementOption
 	evictions [numStates]metric.MeasurementOption
-	// buckets is used by the deciding goroutine only; at most 16^3+2 entries.
+	// buckets is used under the sampler's lock; at most 16^3+2 entries.
 	buckets map[string]metric.MeasurementOption
 }
 
@@ -160,11 +160,11 @@ func (t *telemetry) registerGauges(s *sampler) error {
 	kindBucket := metric.WithAttributes(attribute.String("kind", "bucket"))
 	return errors.Join(
 		t.tb.RegisterProcessorReqsamplingPendingRequestsCallback(func(_ context.Context, o metric.Int64Observer) error {
-			o.Observe(s.pendingRequests.Load())
+			o.Observe(s.pendingRequests())
 			return nil
 		}),
 		t.tb.RegisterProcessorReqsamplingPendingBytesCallback(func(_ context.Context, o metric.Int64Observer) error {
-			o.Observe(s.pendingBytes.Load())
+			o.Observe(s.pendingBytes())
 			return nil
 		}),
 		t.tb.RegisterProcessorReqsamplingHotInputsCallback(func(_ context.Context, o metric.Int64Observer) error {

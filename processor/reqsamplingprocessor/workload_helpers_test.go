@@ -4,6 +4,7 @@ import (
 	"context"
 	"hash/fnv"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -64,8 +65,10 @@ func startProcessors(tb testing.TB, f processor.Factory, cfg component.Config, n
 }
 
 // counter counts the records a processor kept, by req_id; it stands in for
-// the exporters so that long runs keep no data.
+// the exporters so that long runs keep no data. The shards call it at once;
+// its counts are read once they are shut down.
 type counter struct {
+	mu      sync.Mutex
 	byReqID map[string]int
 	unkeyed int
 }
@@ -83,11 +86,15 @@ func (c *counter) count(attrs pcommon.Map) {
 }
 
 func (c *counter) ConsumeLogs(_ context.Context, ld plog.Logs) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	forEachLog(ld, func(lr plog.LogRecord) { c.count(lr.Attributes()) })
 	return nil
 }
 
 func (c *counter) ConsumeTraces(_ context.Context, td ptrace.Traces) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	forEachSpan(td, func(s ptrace.Span) { c.count(s.Attributes()) })
 	return nil
 }

@@ -6,7 +6,8 @@
 // A policy looks at a request twice: once per record as the record arrives
 // (MatchRecord, on the pipelines' goroutines, so it must be safe for
 // concurrent use), and once per request when the request is decided
-// (MatchRequest, on the processor's one deciding goroutine).
+// (MatchRequest, under the processor's lock, on the goroutine of the shard
+// that decides the request).
 package policy // import "github.com/loom-otel/loom/processor/reqsamplingprocessor/internal/policy"
 
 import (
@@ -25,7 +26,7 @@ type Evaluator interface {
 }
 
 // Observer is a policy that learns from every decided request, kept or not.
-// Observe is called on the deciding goroutine, after MatchRequest.
+// Observe is called under the processor's lock, after MatchRequest.
 type Observer interface {
 	Observe(req *Request)
 }

@@ -1,0 +1,198 @@
+package reqsamplingprocessor
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/loom-otel/loom/processor/reqsamplingprocessor/internal/policy"
+)
+
+// maxShards bounds num_shards: a shard index fits in a byte.
+const maxShards = 256
+
+// shard decides the requests whose key hashes to it. One goroutine (run)
+// owns their waiting records, the decisions it made and its share of the
+// limits, fed by its own channel; what every shard learns from and counts
+// in is the sampler's, under its lock.
+type shard struct {
+	s      *sampler
+	work   chan *part
+	orders chan order
+
+	// Owned by run.
+	pending     buffer
+	cache       decisionCache
+	bytes       int // of the parts it has not decided whole
+	maxRequests int
+	maxBytes    int
+	scratch     policy.Findings
+
+	// Published by run for the gauges.
+	pendingRequests atomic.Int64
+	pendingBytes    atomic.Int64
+}
+
+// order is what the sampler's ticks, flushes and shutdown ask of every
+// shard, once it has taken in the parts already handed to it.
+type order struct {
+	cmd  command
+	done *sync.WaitGroup
+}
+
+type command uint8
+
+const (
+	// cmdTick decides the requests that have waited decision_wait.
+	cmdTick command = iota
+	// cmdFlush decides every waiting request.
+	cmdFlush
+	// cmdStop decides every waiting request and ends the shard.
+	cmdStop
+)
+
+// newShard makes one of n shards, with its share of the limits (rounded up).
+func newShard(s *sampler, n int) *shard {
+	share := func(total int) int { return (total + n - 1) / n }
+	cacheCfg := s.cfg.DecisionCache
+	cacheCfg.MaxEntries = share(cacheCfg.MaxEntries)
+	return &shard{
+		s:           s,
+		work:        make(chan *part, 16),
+		orders:      make(chan order),
+		pending:     newBuffer(),
+		cache:       newDecisionCache(cacheCfg, func() { s.tel.evicted(stateDecisionCache) }),
+		maxRequests: share(s.cfg.MaxRequests),
+		maxBytes:    share(s.cfg.MaxBytes),
+	}
+}
+
+func (sh *shard) run() {
+	for {
+		select {
+		case p := <-sh.work:
+			sh.ingest(p)
+		case o := <-sh.orders:
+			sh.drain()
+			if o.cmd == cmdTick {
+				sh.tick()
+			} else {
+				sh.decideAll()
+			}
+			o.done.Done()
+			if o.cmd == cmdStop {
+				return
+			}
+		}
+	}
+}
+
+// drain ingests the parts already handed over.
+func (sh *shard) drain() {
+	for {
+		select {
+		case p := <-sh.work:
+			sh.ingest(p)
+		default:
+			return
+		}
+	}
+}
+
+// ingest adds a part's records to their requests. Records of requests
+// decided earlier take the cached decision; records without any key are
+// decided alone.
+func (sh *shard) ingest(p *part) {
+	b, now := p.b, p.b.arrived
+	sh.bytes += p.bytes
+	p.undecided = int32(len(p.groups))
+	var decided int32
+	for _, gi := range p.groups {
+		g := &b.groups[gi]
+		if g.single {
+			g.verdict = sh.s.decideSingle(&g.facts, now, &sh.scratch)
+			decided++
+			continue
+		}
+		if v, ok := sh.cache.get(g.key, now); ok {
+			g.verdict, g.late = v, true
+			decided++
+			continue
+		}
+		r := sh.pending.get(g.key)
+		if r == nil {
+			r = sh.pending.add(g.key, now)
+		}
+		r.facts.merge(&g.facts)
+		r.groups = append(r.groups, groupRef{part: p, group: gi})
+		sh.s.learn(r, now)
+	}
+	sh.settle(p, decided)
+	sh.enforceLimits(now)
+	sh.publishGauges()
+}
+
+// settle counts n more of a part's groups as decided. The shard stops
+// counting the part's bytes once it has decided all of its groups; the
+// shard that decides the last group of the batch releases it.
+func (sh *shard) settle(p *part, n int32) {
+	if p.undecided -= n; p.undecided == 0 {
+		sh.bytes -= p.bytes
+	}
+	if p.b.undecided.Add(-n) == 0 {
+		sh.s.release(p.b)
+	}
+}
+
+// enforceLimits decides the oldest requests early until the shard is within
+// its share of max_requests and max_bytes.
+func (sh *shard) enforceLimits(now time.Time) {
+	for sh.pending.len() > 0 {
+		reason := earlyMaxRequests
+		switch {
+		case sh.pending.len() > sh.maxRequests:
+		case sh.bytes > sh.maxBytes:
+			reason = earlyMaxBytes
+		default:
+			return
+		}
+		sh.s.tel.decidedEarly(reason)
+		sh.decide(sh.pending.pop(), now)
+	}
+}
+
+// tick decides the requests that have waited decision_wait.
+func (sh *shard) tick() {
+	now := sh.s.now()
+	for r := sh.pending.oldest(); r != nil && now.Sub(r.arrived) >= sh.s.cfg.DecisionWait; r = sh.pending.oldest() {
+		sh.decide(sh.pending.pop(), now)
+	}
+	sh.cache.expire(now)
+	sh.publishGauges()
+}
+
+// decideAll decides every waiting request.
+func (sh *shard) decideAll() {
+	now := sh.s.now()
+	for sh.pending.len() > 0 {
+		sh.s.tel.decidedEarly(earlyShutdown)
+		sh.decide(sh.pending.pop(), now)
+	}
+	sh.publishGauges()
+}
+
+// decide settles one request's fate, remembers it, and releases the batches
+// that no longer wait for anything.
+func (sh *shard) decide(r *request, now time.Time) {
+	v := sh.s.decide(r, now, &sh.scratch)
+	sh.cache.put(r.key, v, now)
+	for _, ref := range r.groups {
+		ref.part.b.groups[ref.group].verdict = v
+		sh.settle(ref.part, 1)
+	}
+}
+
+func (sh *shard) publishGauges() {
+	sh.pendingRequests.Store(int64(sh.pending.len()))
+	sh.pendingBytes.Store(int64(sh.bytes))
+}
