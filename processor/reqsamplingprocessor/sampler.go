@@ -52,6 +52,7 @@ type sampler struct {
 	journal *custody.Journal
 
 	shards []*shard
+	pool   *releasePool
 	// shardSeed seeds the hash that picks a request's shard.
 	shardSeed uint64
 	flushes   chan chan struct{}
@@ -94,6 +95,7 @@ func newSampler(set processor.Settings, cfg *Config) (*sampler, error) {
 		logger:    set.Logger,
 		now:       time.Now,
 		shardSeed: cfg.HashSeed ^ shardSalt,
+		pool:      newReleasePool(),
 		flushes:   make(chan chan struct{}),
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
@@ -329,6 +331,7 @@ func (s *sampler) run() {
 func (s *sampler) orderShards(cmd command) {
 	var done sync.WaitGroup
 	done.Add(len(s.shards))
+	s.pool.expect(len(s.shards))
 	for _, sh := range s.shards {
 		sh.orders <- order{cmd: cmd, done: &done}
 	}

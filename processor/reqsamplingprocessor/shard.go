@@ -27,6 +27,9 @@ type shard struct {
 	maxRequests int
 	maxBytes    int
 	scratch     policy.Findings
+	// ordered is true while it carries out an order: the batches it
+	// releases then go to the sampler's pool.
+	ordered bool
 
 	// Published by run for the gauges.
 	pendingRequests atomic.Int64
@@ -73,12 +76,15 @@ func (sh *shard) run() {
 		case p := <-sh.work:
 			sh.ingest(p)
 		case o := <-sh.orders:
+			sh.ordered = true
 			sh.drain()
 			if o.cmd == cmdTick {
 				sh.tick()
 			} else {
 				sh.decideAll()
 			}
+			sh.ordered = false
+			sh.s.pool.help(sh.s.release)
 			o.done.Done()
 			if o.cmd == cmdStop {
 				return
@@ -134,13 +140,18 @@ func (sh *shard) ingest(p *part) {
 
 // settle counts n more of a part's groups as decided. The shard stops
 // counting the part's bytes once it has decided all of its groups; the
-// shard that decides the last group of the batch releases it.
+// shard that decides the last group of the batch releases it, or leaves it
+// to the pool during an order.
 func (sh *shard) settle(p *part, n int32) {
 	if p.undecided -= n; p.undecided == 0 {
 		sh.bytes -= p.bytes
 	}
 	if p.b.undecided.Add(-n) == 0 {
-		sh.s.release(p.b)
+		if sh.ordered {
+			sh.s.pool.add(p.b)
+		} else {
+			sh.s.release(p.b)
+		}
 	}
 }
 
@@ -189,6 +200,59 @@ func (sh *shard) decide(r *request, now time.Time) {
 	for _, ref := range r.groups {
 		ref.part.b.groups[ref.group].verdict = v
 		sh.settle(ref.part, 1)
+	}
+}
+
+// releasePool is the batches decided whole while the shards carry out an
+// order, released by every shard: else the shard that decides last would
+// release every batch spanning shards while the others wait for it.
+type releasePool struct {
+	mu      sync.Mutex
+	changed sync.Cond // a batch was added, or a shard is done deciding
+	batches fifo[*batch]
+	// deciding is the number of shards not done with the order's decisions.
+	deciding int
+}
+
+func newReleasePool() *releasePool {
+	p := &releasePool{}
+	p.changed.L = &p.mu
+	return p
+}
+
+// expect starts an order that n shards carry out.
+func (p *releasePool) expect(n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.deciding = n
+}
+
+func (p *releasePool) add(b *batch) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.batches.push(b)
+	p.changed.Signal()
+}
+
+// help is called by a shard done deciding: it releases batches until every
+// shard is done and none is left.
+func (p *releasePool) help(release func(*batch)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.deciding--
+	p.changed.Broadcast()
+	for {
+		switch {
+		case p.batches.len() > 0:
+			b := p.batches.pop()
+			p.mu.Unlock()
+			release(b)
+			p.mu.Lock()
+		case p.deciding == 0:
+			return
+		default:
+			p.changed.Wait()
+		}
 	}
 }
 
