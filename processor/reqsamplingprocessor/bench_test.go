@@ -2,6 +2,8 @@ package reqsamplingprocessor
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"runtime"
 	"slices"
 	"sync"
@@ -104,22 +106,38 @@ type pipeline struct {
 	logs   consumer.Logs
 	traces consumer.Traces
 	parts  []component.Component
+	// senders is how many goroutines send the stream, every senders-th
+	// batch each, as the receivers' goroutines do; 0 means 1.
+	senders int
 	// acks are how long each call took to return: the sender's wait.
 	acks []time.Duration
 }
 
 func (p *pipeline) feed(b *testing.B, logs []plog.Logs, traces []ptrace.Traces) {
 	ctx := context.Background()
-	timed := func(consume func() error) {
-		start := time.Now()
-		require.NoError(b, consume())
-		p.acks = append(p.acks, time.Since(start))
+	senders := max(p.senders, 1)
+	acks := make([][]time.Duration, senders)
+	errs := make([]error, senders)
+	var sending sync.WaitGroup
+	for g := range senders {
+		sending.Go(func() {
+			timed := func(consume func() error) {
+				start := time.Now()
+				errs[g] = errors.Join(errs[g], consume())
+				acks[g] = append(acks[g], time.Since(start))
+			}
+			for i := g; i < len(traces); i += senders {
+				timed(func() error { return p.traces.ConsumeTraces(ctx, traces[i]) })
+				if i < len(logs) {
+					timed(func() error { return p.logs.ConsumeLogs(ctx, logs[i]) })
+				}
+			}
+		})
 	}
-	for i, td := range traces {
-		timed(func() error { return p.traces.ConsumeTraces(ctx, td) })
-		if i < len(logs) {
-			timed(func() error { return p.logs.ConsumeLogs(ctx, logs[i]) })
-		}
+	sending.Wait()
+	require.NoError(b, errors.Join(errs...))
+	for _, a := range acks {
+		p.acks = append(p.acks, a...)
 	}
 }
 
@@ -136,8 +154,12 @@ func newReqsampling(b *testing.B, withLogs bool) *pipeline {
 // newReqsamplingOn runs reqsampling on host, with the storage extension storage when it is set.
 func newReqsamplingOn(b *testing.B, withLogs bool, host component.Host, storage *component.ID) *pipeline {
 	cfg := loadConfig(b, "gateway")
-	cfg.DecisionWait = benchDecisionWait
 	cfg.Storage = storage
+	return newReqsamplingWith(b, withLogs, host, cfg)
+}
+
+func newReqsamplingWith(b *testing.B, withLogs bool, host component.Host, cfg *Config) *pipeline {
+	cfg.DecisionWait = benchDecisionWait
 	f := NewFactory()
 	set := processortest.NewNopSettings(metadata.Type)
 	p := &pipeline{}
@@ -265,6 +287,27 @@ func BenchmarkSpans(b *testing.B) {
 // and spans of every request, decided together.
 func BenchmarkLogsAndSpans(b *testing.B) {
 	benchPipeline(b, true, func(b *testing.B) *pipeline { return newReqsampling(b, true) })
+}
+
+// BenchmarkShards is reqsampling on the whole mix sent by two goroutines at
+// once, on one shard and on several: run it with -cpu 1,2 to see whether
+// the shards scale with the cores.
+func BenchmarkShards(b *testing.B) {
+	for _, shards := range []int{1, 2, 4} {
+		name := fmt.Sprintf("%dshards", shards)
+		if shards == 1 {
+			name = "baseline-1shard"
+		}
+		b.Run(name, func(b *testing.B) {
+			benchPipeline(b, true, func(b *testing.B) *pipeline {
+				cfg := loadConfig(b, "gateway")
+				cfg.NumShards = shards
+				p := newReqsamplingWith(b, true, componenttest.NewNopHost(), cfg)
+				p.senders = 2
+				return p
+			})
+		})
+	}
 }
 
 // BenchmarkStorage is the cost of keeping waiting records across a crash:
