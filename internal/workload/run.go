@@ -89,7 +89,11 @@ func Send(ctx context.Context, src Source, pace Pace, target Target, truth io.Wr
 	started := time.Now()
 	runErr := func() error {
 		for pace.Requests == 0 || sum.Requests < pace.Requests {
-			now := time.Now()
+			// The wall clock, as the records' timestamps are: compared by the
+			// monotonic clock, a Late record would be due on another clock than
+			// the one its timestamp and the requests' are written on, and the
+			// two drift apart while the host's clock is being slewed.
+			now := time.Now().Round(0)
 			sendLate(now)
 			elapsed := now.Sub(started)
 			if pace.Duration > 0 && elapsed >= pace.Duration {
