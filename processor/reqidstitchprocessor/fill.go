@@ -1,6 +1,8 @@
 package reqidstitchprocessor // import "github.com/loom-otel/loom/processor/reqidstitchprocessor"
 
 import (
+	"sync"
+
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -13,7 +15,7 @@ import (
 // a binding is offered to hold (nil: no hold) as a batch of its own and, when
 // taken, removed from ld; the others meet the causal rules on their way out
 // (ruleLogs). The caller holds s.mu.
-func (s *stitcher) stitchLogs(ld plog.Logs, now int64, hold func(plog.Logs) bool) {
+func (s *stitcher) stitchLogs(ld plog.Logs, now int64, hold func(plog.Logs) bool, ev *eventIDs) {
 	rls := ld.ResourceLogs()
 	for i := 0; i < rls.Len(); i++ {
 		rl := rls.At(i)
@@ -22,21 +24,55 @@ func (s *stitcher) stitchLogs(ld plog.Logs, now int64, hold func(plog.Logs) bool
 		for j := 0; j < sls.Len(); j++ {
 			sl := sls.At(j)
 			sl.LogRecords().RemoveIf(func(lr plog.LogRecord) bool {
-				event := logEventID(rl, sl, lr)
+				event := ev.next()
 				if s.stitchLog(o, rl, sl, lr, now) && hold != nil && hold(parkLog(rl, sl, lr)) {
 					s.rules.applyLog(rl, sl, lr, event, causeOnly)
 					return true
 				}
+				ev.keep(event)
 				return false
 			})
 		}
 	}
 }
 
+// eventIDs carries a batch's event ids from admitting it to stitching it
+// to its rules, in record order: no pass reads event.id back.
+type eventIDs struct {
+	ids        []golden.EventHash
+	read, kept int
+}
+
+var eventIDPool = sync.Pool{New: func() any { return new(eventIDs) }}
+
+func newEventIDs() *eventIDs {
+	ev := eventIDPool.Get().(*eventIDs)
+	ev.ids, ev.read, ev.kept = ev.ids[:0], 0, 0
+	return ev
+}
+
+func (ev *eventIDs) free() { eventIDPool.Put(ev) }
+
+// next is the id of the next record in order.
+func (ev *eventIDs) next() golden.EventHash {
+	ev.read++
+	return ev.ids[ev.read-1]
+}
+
+// keep notes that the record whose id is event stays in the batch (it was
+// not held): the ids of the records that stay are read again, by the rules.
+func (ev *eventIDs) keep(event golden.EventHash) {
+	ev.ids[ev.kept] = event
+	ev.kept++
+}
+
+// rewind starts reading the kept ids from the first.
+func (ev *eventIDs) rewind() { ev.read, ev.ids = 0, ev.ids[:ev.kept] }
+
 // admitLogs admits every record of an arriving batch and gives it its
 // event.id, before the stitcher's mutex is taken: they read only the record.
 // It returns how many identity attributes it removed.
-func (s *stitcher) admitLogs(ld plog.Logs) (removed int64) {
+func (s *stitcher) admitLogs(ld plog.Logs, ev *eventIDs) (removed int64) {
 	rls := ld.ResourceLogs()
 	for i := 0; i < rls.Len(); i++ {
 		rl := rls.At(i)
@@ -47,7 +83,7 @@ func (s *stitcher) admitLogs(ld plog.Logs) (removed int64) {
 			for k := 0; k < lrs.Len(); k++ {
 				lr := lrs.At(k)
 				removed += s.admit(lr.Attributes())
-				logEventID(rl, sl, lr)
+				ev.ids = append(ev.ids, logEventID(rl, sl, lr))
 			}
 		}
 	}
@@ -143,8 +179,9 @@ func (s *stitcher) restitchLog(ld plog.Logs, now int64) bool {
 }
 
 // ruleLogs applies the causal rules to the records of a batch on its way
-// out, in order, without the stitcher's mutex.
-func (s *stitcher) ruleLogs(ld plog.Logs) {
+// out, in order, without the stitcher's mutex. ev has their event ids; nil:
+// they are read from each record.
+func (s *stitcher) ruleLogs(ld plog.Logs, ev *eventIDs) {
 	if len(s.rules.rules) == 0 {
 		return
 	}
@@ -157,7 +194,13 @@ func (s *stitcher) ruleLogs(ld plog.Logs) {
 			lrs := sl.LogRecords()
 			for k := 0; k < lrs.Len(); k++ {
 				lr := lrs.At(k)
-				s.rules.applyLog(rl, sl, lr, logEventID(rl, sl, lr), effectAndCause)
+				var event golden.EventHash
+				if ev != nil {
+					event = ev.next()
+				} else {
+					event = logEventID(rl, sl, lr)
+				}
+				s.rules.applyLog(rl, sl, lr, event, effectAndCause)
 			}
 		}
 	}
@@ -166,7 +209,7 @@ func (s *stitcher) ruleLogs(ld plog.Logs) {
 // stitchSpans stitches a batch of spans in place, like stitchLogs. It makes two
 // passes: the first binds every span that carries a req_id, so that the
 // batch's roots and traces are known before any span is filled or marked.
-func (s *stitcher) stitchSpans(td ptrace.Traces, now int64, hold func(ptrace.Traces) bool) {
+func (s *stitcher) stitchSpans(td ptrace.Traces, now int64, hold func(ptrace.Traces) bool, ev *eventIDs) {
 	s.spanScratch = s.spanScratch[:0]
 	rss := td.ResourceSpans()
 	for i := 0; i < rss.Len(); i++ {
@@ -178,7 +221,7 @@ func (s *stitcher) stitchSpans(td ptrace.Traces, now int64, hold func(ptrace.Tra
 			spans := ss.Spans()
 			for k := 0; k < spans.Len(); k++ {
 				span := spans.At(k)
-				event := spanEventID(rs, ss, span)
+				event := ev.next()
 				var r *request
 				if id, _ := reqIDOf(span.Attributes()); id != "" {
 					if r = s.index.getOrAdd(id, now); r != nil {
@@ -203,6 +246,7 @@ func (s *stitcher) stitchSpans(td ptrace.Traces, now int64, hold func(ptrace.Tra
 					s.rules.applySpan(rs, ss, span, b.event, causeOnly)
 					return true
 				}
+				ev.keep(b.event)
 				return false
 			})
 		}
@@ -217,7 +261,7 @@ type boundSpan struct {
 }
 
 // admitSpans is admitLogs for spans.
-func (s *stitcher) admitSpans(td ptrace.Traces) (removed int64) {
+func (s *stitcher) admitSpans(td ptrace.Traces, ev *eventIDs) (removed int64) {
 	rss := td.ResourceSpans()
 	for i := 0; i < rss.Len(); i++ {
 		rs := rss.At(i)
@@ -228,7 +272,7 @@ func (s *stitcher) admitSpans(td ptrace.Traces) (removed int64) {
 			for k := 0; k < spans.Len(); k++ {
 				span := spans.At(k)
 				removed += s.admit(span.Attributes())
-				spanEventID(rs, ss, span)
+				ev.ids = append(ev.ids, spanEventID(rs, ss, span))
 			}
 		}
 	}
@@ -312,7 +356,7 @@ func (s *stitcher) restitchSpan(td ptrace.Traces, now int64) bool {
 
 // ruleSpans applies the causal rules to the spans of a batch on its way out,
 // like ruleLogs.
-func (s *stitcher) ruleSpans(td ptrace.Traces) {
+func (s *stitcher) ruleSpans(td ptrace.Traces, ev *eventIDs) {
 	if len(s.rules.rules) == 0 {
 		return
 	}
@@ -325,7 +369,13 @@ func (s *stitcher) ruleSpans(td ptrace.Traces) {
 			spans := ss.Spans()
 			for k := 0; k < spans.Len(); k++ {
 				span := spans.At(k)
-				s.rules.applySpan(rs, ss, span, spanEventID(rs, ss, span), effectAndCause)
+				var event golden.EventHash
+				if ev != nil {
+					event = ev.next()
+				} else {
+					event = spanEventID(rs, ss, span)
+				}
+				s.rules.applySpan(rs, ss, span, event, effectAndCause)
 			}
 		}
 	}

@@ -82,13 +82,14 @@ type signal[T any] struct {
 	appendTo func(src, dst T)
 	// admit admits an arriving batch's records and gives each its event.id,
 	// without the stitcher's mutex; it returns the identity attributes removed.
-	admit func(s *stitcher, batch T) int64
+	admit func(s *stitcher, batch T, ev *eventIDs) int64
 	// stitch stitches a batch in place, offering records that wait to hold.
-	stitch func(s *stitcher, batch T, now int64, hold func(T) bool)
+	stitch func(s *stitcher, batch T, now int64, hold func(T) bool, ev *eventIDs)
 	// restitch retries the binding of a parked record; true when it still waits.
 	restitch func(s *stitcher, parked T, now int64) bool
-	// applyRules applies the causal rules to a batch on its way out.
-	applyRules func(s *stitcher, out T)
+	// applyRules applies the causal rules to a batch on its way out; ev has
+	// its event ids in order, or is nil.
+	applyRules func(s *stitcher, out T, ev *eventIDs)
 }
 
 // outgoing is held records passed on in one call: they came from one client

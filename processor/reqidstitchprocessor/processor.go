@@ -90,10 +90,12 @@ func (p *stitchProcessor[T]) process(ctx context.Context, batch T) (T, error) {
 			return true
 		}
 	}
-	removed := p.sig.admit(s, batch)
+	ev := newEventIDs()
+	defer ev.free()
+	removed := p.sig.admit(s, batch, ev)
 	s.mu.Lock()
 	s.tally.identityRemoved += removed
-	p.sig.stitch(s, batch, now, hold)
+	p.sig.stitch(s, batch, now, hold, ev)
 	if len(kept) > 0 && keepErr == nil {
 		// Under the mutex: a sweep must not pass a record on (and delete its
 		// entry) before the entry is written.
@@ -103,7 +105,8 @@ func (p *stitchProcessor[T]) process(ctx context.Context, batch T) (T, error) {
 	s.mu.Unlock()
 	s.tel.flush(ctx, &counts)
 	p.passOn(overflow)
-	p.sig.applyRules(s, batch)
+	ev.rewind()
+	p.sig.applyRules(s, batch, ev)
 	p.flushRuleCounts(ctx)
 	if keepErr != nil {
 		// The held records stay held: passed on later, and again when the
@@ -129,7 +132,7 @@ func (p *stitchProcessor[T]) passOn(out releases[T]) {
 	for _, g := range out {
 		done := g.seqs
 		if !g.replayed {
-			p.sig.applyRules(p.s, g.data)
+			p.sig.applyRules(p.s, g.data, nil)
 			done = p.keepPassedOn(g)
 		}
 		if err := p.next(g.ctx, g.data); err != nil {
