@@ -2,7 +2,6 @@ package reqidstitchprocessor
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -42,34 +41,17 @@ func TestHeldRecordsSurviveACrash(t *testing.T) {
 	assert.Empty(t, again.outLogs(), "passed on once, then deleted from storage")
 }
 
-// stuckLogs records what it is given and does not return from its first
-// call until released: the process dies while passing records on.
-type stuckLogs struct {
-	consumertest.LogsSink
-	called, release chan struct{}
-	once            sync.Once
-}
-
-func (s *stuckLogs) ConsumeLogs(ctx context.Context, ld plog.Logs) error {
-	err := s.LogsSink.ConsumeLogs(ctx, ld)
-	s.once.Do(func() {
-		close(s.called)
-		<-s.release
-	})
-	return err
-}
-
 func TestStitchedRecordsAreReplayedAsTheyWerePassedOn(t *testing.T) {
 	dir := t.TempDir()
-	stuck := &stuckLogs{called: make(chan struct{}), release: make(chan struct{})}
+	stuck := custodytest.NewStuckLogs()
 	before := newHarnessOn(t, custodytest.FileStorage(t, dir), stuck, stored)
 	before.consumeLogs(logsOf(rec{service: "x", at: t0, name: "waits for its span", attrs: reqIDAttr(reqA)}))
 	before.consumeTraces(tracesOf(rootA))
 	swept := make(chan struct{})
 	go func() { before.tick(100 * time.Millisecond); close(swept) }()
-	<-stuck.called
+	<-stuck.Called
 	snapshot := custodytest.Snapshot(t, dir)
-	close(stuck.release)
+	stuck.Release()
 	<-swept
 
 	after := newHarnessOn(t, custodytest.FileStorage(t, snapshot), nil, stored)

@@ -73,21 +73,22 @@ func (ev *eventIDs) rewind() { ev.read, ev.ids = 0, ev.ids[:ev.kept] }
 // event.id, before the stitcher's mutex is taken: they read only the record.
 // It returns how many identity attributes it removed.
 func (s *stitcher) admitLogs(ld plog.Logs, ev *eventIDs) (removed int64) {
-	rls := ld.ResourceLogs()
-	for i := 0; i < rls.Len(); i++ {
-		rl := rls.At(i)
-		sls := rl.ScopeLogs()
-		for j := 0; j < sls.Len(); j++ {
-			sl := sls.At(j)
-			lrs := sl.LogRecords()
-			for k := 0; k < lrs.Len(); k++ {
-				lr := lrs.At(k)
-				removed += s.admit(lr.Attributes())
-				ev.ids = append(ev.ids, logEventID(rl, sl, lr))
+	eachLog(ld, func(rl plog.ResourceLogs, sl plog.ScopeLogs, lr plog.LogRecord) {
+		removed += s.admit(lr.Attributes())
+		ev.ids = append(ev.ids, logEventID(rl, sl, lr))
+	})
+	return removed
+}
+
+// eachLog calls fn for every record of ld, in order.
+func eachLog(ld plog.Logs, fn func(plog.ResourceLogs, plog.ScopeLogs, plog.LogRecord)) {
+	for _, rl := range ld.ResourceLogs().All() {
+		for _, sl := range rl.ScopeLogs().All() {
+			for _, lr := range sl.LogRecords().All() {
+				fn(rl, sl, lr)
 			}
 		}
 	}
-	return removed
 }
 
 func logEventID(rl plog.ResourceLogs, sl plog.ScopeLogs, lr plog.LogRecord) golden.EventHash {
@@ -185,25 +186,15 @@ func (s *stitcher) ruleLogs(ld plog.Logs, ev *eventIDs) {
 	if len(s.rules.rules) == 0 {
 		return
 	}
-	rls := ld.ResourceLogs()
-	for i := 0; i < rls.Len(); i++ {
-		rl := rls.At(i)
-		sls := rl.ScopeLogs()
-		for j := 0; j < sls.Len(); j++ {
-			sl := sls.At(j)
-			lrs := sl.LogRecords()
-			for k := 0; k < lrs.Len(); k++ {
-				lr := lrs.At(k)
-				var event golden.EventHash
-				if ev != nil {
-					event = ev.next()
-				} else {
-					event = logEventID(rl, sl, lr)
-				}
-				s.rules.applyLog(rl, sl, lr, event, effectAndCause)
-			}
+	eachLog(ld, func(rl plog.ResourceLogs, sl plog.ScopeLogs, lr plog.LogRecord) {
+		var event golden.EventHash
+		if ev != nil {
+			event = ev.next()
+		} else {
+			event = logEventID(rl, sl, lr)
 		}
-	}
+		s.rules.applyLog(rl, sl, lr, event, effectAndCause)
+	})
 }
 
 // stitchSpans stitches a batch of spans in place, like stitchLogs. It makes two
@@ -262,21 +253,22 @@ type boundSpan struct {
 
 // admitSpans is admitLogs for spans.
 func (s *stitcher) admitSpans(td ptrace.Traces, ev *eventIDs) (removed int64) {
-	rss := td.ResourceSpans()
-	for i := 0; i < rss.Len(); i++ {
-		rs := rss.At(i)
-		sss := rs.ScopeSpans()
-		for j := 0; j < sss.Len(); j++ {
-			ss := sss.At(j)
-			spans := ss.Spans()
-			for k := 0; k < spans.Len(); k++ {
-				span := spans.At(k)
-				removed += s.admit(span.Attributes())
-				ev.ids = append(ev.ids, spanEventID(rs, ss, span))
+	eachSpan(td, func(rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, span ptrace.Span) {
+		removed += s.admit(span.Attributes())
+		ev.ids = append(ev.ids, spanEventID(rs, ss, span))
+	})
+	return removed
+}
+
+// eachSpan calls fn for every span of td, in order.
+func eachSpan(td ptrace.Traces, fn func(ptrace.ResourceSpans, ptrace.ScopeSpans, ptrace.Span)) {
+	for _, rs := range td.ResourceSpans().All() {
+		for _, ss := range rs.ScopeSpans().All() {
+			for _, span := range ss.Spans().All() {
+				fn(rs, ss, span)
 			}
 		}
 	}
-	return removed
 }
 
 func spanEventID(rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, span ptrace.Span) golden.EventHash {
@@ -360,23 +352,13 @@ func (s *stitcher) ruleSpans(td ptrace.Traces, ev *eventIDs) {
 	if len(s.rules.rules) == 0 {
 		return
 	}
-	rss := td.ResourceSpans()
-	for i := 0; i < rss.Len(); i++ {
-		rs := rss.At(i)
-		sss := rs.ScopeSpans()
-		for j := 0; j < sss.Len(); j++ {
-			ss := sss.At(j)
-			spans := ss.Spans()
-			for k := 0; k < spans.Len(); k++ {
-				span := spans.At(k)
-				var event golden.EventHash
-				if ev != nil {
-					event = ev.next()
-				} else {
-					event = spanEventID(rs, ss, span)
-				}
-				s.rules.applySpan(rs, ss, span, event, effectAndCause)
-			}
+	eachSpan(td, func(rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, span ptrace.Span) {
+		var event golden.EventHash
+		if ev != nil {
+			event = ev.next()
+		} else {
+			event = spanEventID(rs, ss, span)
 		}
-	}
+		s.rules.applySpan(rs, ss, span, event, effectAndCause)
+	})
 }

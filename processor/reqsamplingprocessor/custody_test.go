@@ -2,7 +2,6 @@ package reqsamplingprocessor
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -60,7 +59,7 @@ func (h *harness) crash() {
 }
 
 // storedHarness runs id's processors with storage in dir.
-func storedHarness(t *testing.T, dir string, id component.ID, next ...*blockingLogs) *harness {
+func storedHarness(t *testing.T, dir string, id component.ID, next ...*custodytest.StuckLogs) *harness {
 	t.Helper()
 	cfg := onlyPolicies(PolicyConfig{Name: "errors", Type: Errors, Errors: ErrorsConfig{MinSeverity: "error"}})
 	cfg.Storage = &custodytest.ID
@@ -99,34 +98,16 @@ func TestRecordsWaitingForADecisionSurviveACrash(t *testing.T) {
 	assert.Zero(t, again.out().records("failing"), "passed on once, then deleted from storage")
 }
 
-// blockingLogs records the first batch it is given and never returns from
-// that call until released: the process dies while passing records on.
-type blockingLogs struct {
-	consumertest.LogsSink
-	called  chan struct{}
-	release chan struct{}
-	once    sync.Once
-}
-
-func (b *blockingLogs) ConsumeLogs(ctx context.Context, ld plog.Logs) error {
-	err := b.LogsSink.ConsumeLogs(ctx, ld)
-	b.once.Do(func() {
-		close(b.called)
-		<-b.release
-	})
-	return err
-}
-
 func TestADecidedBatchIsReplayedAsItWasPassedOn(t *testing.T) {
 	dir := t.TempDir()
 	id := component.MustNewIDWithName(metadata.Type.String(), "replayed")
-	stuck := &blockingLogs{called: make(chan struct{}), release: make(chan struct{})}
+	stuck := custodytest.NewStuckLogs()
 	before := storedHarness(t, dir, id, stuck)
-	defer close(stuck.release)
+	defer stuck.Release()
 	before.send(ptrace.NewTraces(), logsOf(rec{reqID: "failing", severity: plog.SeverityNumberError}, rec{reqID: "healthy"}))
 	before.clock.advance(time.Minute)
 	go before.tick()
-	<-stuck.called
+	<-stuck.Called
 	before.crash()
 
 	after := storedHarness(t, dir, id)

@@ -5,11 +5,14 @@ package custodytest // import "github.com/loom-otel/loom/internal/custody/custod
 import (
 	"context"
 	"os"
+	"sync"
 	"testing"
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/extension/storage/filestorage"
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/extension/extensiontest"
+	"go.opentelemetry.io/collector/pdata/plog"
 )
 
 // ID is the storage extension's ID in the host FileStorage returns.
@@ -55,3 +58,31 @@ func Snapshot(t testing.TB, dir string) string {
 	}
 	return to
 }
+
+// StuckLogs records the logs it is given and does not return from its first
+// call until Release: the process dies while it passes records on.
+type StuckLogs struct {
+	consumertest.LogsSink
+	// Called is closed once the first call has its records.
+	Called  chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+// NewStuckLogs returns a StuckLogs that has not been called.
+func NewStuckLogs() *StuckLogs {
+	return &StuckLogs{Called: make(chan struct{}), release: make(chan struct{})}
+}
+
+// ConsumeLogs implements consumer.Logs.
+func (s *StuckLogs) ConsumeLogs(ctx context.Context, ld plog.Logs) error {
+	err := s.LogsSink.ConsumeLogs(ctx, ld)
+	s.once.Do(func() {
+		close(s.Called)
+		<-s.release
+	})
+	return err
+}
+
+// Release lets the first call return.
+func (s *StuckLogs) Release() { close(s.release) }
