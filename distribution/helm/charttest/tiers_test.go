@@ -314,11 +314,11 @@ func TestConfigValuesMergeOverTheBuiltInConfigs(t *testing.T) {
 	agent := objs.tier(t, "DaemonSet", "loom-agent")
 	gateway := objs.tier(t, "StatefulSet", "loom-gateway")
 
-	if got := at(gateway.config, "processors", "batch", "send_batch_size"); fmt.Sprint(got) != "16384" {
-		t.Errorf("batch.send_batch_size = %v, want the value's 16384", got)
+	if got := at(gateway.config, "processors", "reqsampling", "decision_wait"); fmt.Sprint(got) != "10s" {
+		t.Errorf("reqsampling.decision_wait = %v, want the value's 10s", got)
 	}
-	if at(gateway.config, "processors", "batch", "timeout") == nil {
-		t.Error("setting batch.send_batch_size removed its sibling timeout")
+	if at(gateway.config, "processors", "reqsampling", "policies") == nil || at(gateway.config, "processors", "reqsampling", "storage") == nil {
+		t.Error("setting reqsampling.decision_wait removed its siblings policies and storage")
 	}
 	protocols := at(agent.config, "receivers", "otlp", "protocols")
 	if at(protocols, "http") != nil || at(protocols, "grpc") == nil {
