@@ -17,14 +17,13 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor"
-	"go.opentelemetry.io/collector/processor/processorhelper"
 
 	"github.com/loom-otel/loom/internal/sharedcomponent"
 	"github.com/loom-otel/loom/processor/reqsamplingprocessor/internal/metadata"
 )
 
 // Records are held and filtered in place until their request is decided.
-var mutatesData = processorhelper.WithCapabilities(consumer.Capabilities{MutatesData: true})
+var mutatesData = consumer.WithCapabilities(consumer.Capabilities{MutatesData: true})
 
 // NewFactory returns the reqsampling processor factory.
 func NewFactory() processor.Factory {
@@ -85,51 +84,69 @@ func (f *factory) shutdown(ctx context.Context, id component.ID, s *sampler) err
 	return s.flush(ctx)
 }
 
-func (f *factory) createLogs(ctx context.Context, set processor.Settings, cfg component.Config, next consumer.Logs) (processor.Logs, error) {
+func (f *factory) createLogs(_ context.Context, set processor.Settings, cfg component.Config, next consumer.Logs) (processor.Logs, error) {
 	s, err := f.acquire(set, cfg.(*Config))
 	if err != nil {
 		return nil, err
 	}
 	to := s.addOutlet(&outlet{signal: signalLogs, logs: next})
-	consume := func(ctx context.Context, ld plog.Logs) (plog.Logs, error) {
+	logs, err := consumer.NewLogs(func(ctx context.Context, ld plog.Logs) error {
 		sc := s.scanners.Get().(*scanner)
 		b := sc.scanLogs(ld)
 		s.scanners.Put(sc)
-		return ld, skipped(s.submit(ctx, to, b))
+		return s.submit(ctx, to, b)
+	}, mutatesData)
+	if err != nil {
+		return nil, err
 	}
-	return processorhelper.NewLogs(ctx, set, cfg, next, consume, f.options(set.ID, s)...)
+	return &logsProcessor{lifecycle: f.lifecycle(set.ID, s), Logs: logs}, nil
 }
 
-func (f *factory) createTraces(ctx context.Context, set processor.Settings, cfg component.Config, next consumer.Traces) (processor.Traces, error) {
+func (f *factory) createTraces(_ context.Context, set processor.Settings, cfg component.Config, next consumer.Traces) (processor.Traces, error) {
 	s, err := f.acquire(set, cfg.(*Config))
 	if err != nil {
 		return nil, err
 	}
 	to := s.addOutlet(&outlet{signal: signalTraces, traces: next})
-	consume := func(ctx context.Context, td ptrace.Traces) (ptrace.Traces, error) {
+	traces, err := consumer.NewTraces(func(ctx context.Context, td ptrace.Traces) error {
 		sc := s.scanners.Get().(*scanner)
 		b := sc.scanTraces(td)
 		s.scanners.Put(sc)
-		return td, skipped(s.submit(ctx, to, b))
-	}
-	return processorhelper.NewTraces(ctx, set, cfg, next, consume, f.options(set.ID, s)...)
-}
-
-func (f *factory) options(id component.ID, s *sampler) []processorhelper.Option {
-	return []processorhelper.Option{
-		mutatesData,
-		processorhelper.WithStart(s.start),
-		processorhelper.WithShutdown(func(ctx context.Context) error { return f.shutdown(ctx, id, s) }),
-	}
-}
-
-// skipped tells processorhelper that the records were taken over, not
-// passed on: they are forwarded once their request is decided.
-func skipped(err error) error {
+		return s.submit(ctx, to, b)
+	}, mutatesData)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return processorhelper.ErrSkipProcessingData
+	return &tracesProcessor{lifecycle: f.lifecycle(set.ID, s), Traces: traces}, nil
+}
+
+// lifecycle starts the sampler with the first processor and, on each
+// processor's shutdown, flushes it or stops it with the last.
+func (f *factory) lifecycle(id component.ID, s *sampler) lifecycle {
+	return lifecycle{
+		StartFunc:    s.start,
+		ShutdownFunc: func(ctx context.Context) error { return f.shutdown(ctx, id, s) },
+	}
+}
+
+// The processors are not built with processorhelper: their records are
+// passed on once their request is decided, by the sampler, not on return
+// from the call, so processorhelper's otelcol_processor_outgoing_items
+// would read 0. otelcol_processor_reqsampling_records counts what is passed
+// on and what is dropped.
+type lifecycle struct {
+	component.StartFunc
+	component.ShutdownFunc
+}
+
+type logsProcessor struct {
+	lifecycle
+	consumer.Logs
+}
+
+type tracesProcessor struct {
+	lifecycle
+	consumer.Traces
 }
 
 // option is a test seam, set through Config.options.

@@ -520,3 +520,19 @@ func TestConditionErrorsAreCounted(t *testing.T) {
 		{Value: 1, Attributes: attribute.NewSet(attribute.String("policy", "busy"))},
 	}, metricdatatest.IgnoreTimestamp())
 }
+
+// What the processor hands on is counted where it is handed on, by outcome,
+// and no processorhelper count says that nothing went out.
+func TestCountsWhatItHandsOn(t *testing.T) {
+	cfg := onlyPolicies(PolicyConfig{Name: "errors", Type: Errors, Errors: ErrorsConfig{MinSeverity: "error"}})
+	h := newHarness(t, cfg)
+	h.send(ptrace.NewTraces(), logsOf(rec{reqID: "failing", severity: plog.SeverityNumberError}, rec{reqID: "failing"}, rec{reqID: "healthy"}))
+	h.wait(cfg.DecisionWait)
+	require.Equal(t, 2, h.logSink.LogRecordCount())
+	metadatatest.AssertEqualProcessorReqsamplingRecords(t, h.tel, []metricdata.DataPoint[int64]{
+		{Value: 2, Attributes: attribute.NewSet(attribute.String("signal", "logs"), attribute.String("outcome", "kept"))},
+		{Value: 1, Attributes: attribute.NewSet(attribute.String("signal", "logs"), attribute.String("outcome", "dropped"))},
+	}, metricdatatest.IgnoreTimestamp())
+	_, err := h.tel.GetMetric("otelcol_processor_outgoing_items")
+	assert.Error(t, err, "records go on after the call returns: a per-call outgoing count would read 0")
+}
