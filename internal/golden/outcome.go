@@ -19,13 +19,17 @@ const (
 	// DerivedAttr lists the golden fields a record did not carry and was
 	// given from its request's other records (reqidstitch).
 	DerivedAttr = "golden.derived"
+	// ConflictsAttr lists the alias values a record carried that lost to a
+	// different value of the same golden field (goldenfield), one string
+	// each: "<golden field> <alias>=<value>", e.g. "req_id inference_id=b".
+	ConflictsAttr = "golden.conflicts"
 )
 
 // IsOutcomeAttr reports whether k is one of the validation outcome attributes,
-// a record's schema drift mark or its list of derived fields, which describe a
-// record rather than belong to it.
+// a record's schema drift mark, its list of derived fields or its alias
+// conflicts, which describe a record rather than belong to it.
 func IsOutcomeAttr(k string) bool {
-	return k == ValidAttr || k == MissingAttr || k == InvalidAttr || k == DerivedAttr || k == DriftFieldsLost || k == DriftOldModelVer
+	return k == ValidAttr || k == MissingAttr || k == InvalidAttr || k == DerivedAttr || k == ConflictsAttr || k == DriftFieldsLost || k == DriftOldModelVer
 }
 
 // Schema drift events: a log record with event name SchemaDriftEvent reports that

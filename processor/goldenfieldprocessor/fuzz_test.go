@@ -20,6 +20,8 @@ import (
 // content-bearing key, a depth and one of the canary test's placements: the
 // canary under that key in that placement, and that deep in a record's
 // attributes and JSON body, never comes out of the log or span payload either.
+// A second prompt under an alias of prompt loses to the first, and is listed
+// in golden.conflicts redacted.
 func FuzzConsumeLogs(f *testing.F) {
 	for _, seed := range []struct {
 		body, value string
@@ -37,6 +39,7 @@ func FuzzConsumeLogs(f *testing.F) {
 	cfg := defaultConfig()
 	cfg.Extract.MaxBodyBytes = 512
 	cfg.Drift.MinRecords = 2
+	cfg.Normalize.Aliases = map[string]string{"query_text": "prompt"}
 	sink := new(consumertest.LogsSink)
 	p, err := NewFactory().CreateLogs(context.Background(), settings(nil), cfg, sink)
 	require.NoError(f, err)
@@ -48,7 +51,7 @@ func FuzzConsumeLogs(f *testing.F) {
 		secret := "SECRETX" + value
 		quoted, _ := json.Marshal(secret)
 		recs := []rec{
-			{service: "fuzz", body: body, attrs: map[string]any{"prompt": secret, "stage": value, "duration_ms": value, "model_ver": value}},
+			{service: "fuzz", body: body, attrs: map[string]any{"prompt": secret, "query_text": "SECRET2" + value, "stage": value, "duration_ms": value, "model_ver": value}},
 			{service: "fuzz", body: `{"req_id":"req-1715234890123-a1b2c3","prompt":` + string(quoted) + `}`},
 			{service: "fuzz", body: "level=info prompt=" + strconv.Quote(secret) + " stage=" + value},
 		}
@@ -60,6 +63,13 @@ func FuzzConsumeLogs(f *testing.F) {
 			attrs := lr.Attributes().AsRaw()
 			require.NotContains(t, attrs, "prompt")
 			require.Contains(t, attrs, golden.ValidAttr)
+			if i == 0 { // the body may add conflicts of its own
+				conflicts := strList(lr.Attributes(), golden.ConflictsAttr)
+				require.Contains(t, conflicts, "prompt query_text=[REDACTED]")
+				for _, c := range conflicts {
+					require.NotContains(t, c, "query_text=SECRET2")
+				}
+			}
 			if i > 0 {
 				require.NotContains(t, lr.Body().Str(), "SECRETX", "raw input left in body %q", lr.Body().Str())
 			}

@@ -127,7 +127,7 @@ func (c *compiled) normalize(attrs pcommon.Map, sc *scratch, t *tally) {
 		}
 		return true
 	})
-	c.copyAliases(attrs, sc)
+	c.copyAliases(attrs, sc, t)
 	rejectLongReqID(attrs, sc, t)
 	deriveTPOT(attrs)
 	for _, k := range sc.numeric {
@@ -150,22 +150,150 @@ func (c *compiled) normalize(attrs pcommon.Map, sc *scratch, t *tally) {
 	}
 }
 
+// maxConflicts bounds the golden.conflicts entries one record keeps; the
+// conflicts beyond it are counted (sanitized, too_many_conflicts) as well
+// as in alias_conflicts.
+const maxConflicts = 8
+
 // copyAliases copies alias values to their canonical names; a canonical name
 // already present wins over its aliases, and of several aliases of one name a
 // preferred one (golden.Alias.Preferred) wins, then the first in name order,
 // whatever order the attributes came in. The aliases go in removeAttributes.
-func (c *compiled) copyAliases(attrs pcommon.Map, sc *scratch) {
+// The aliases that lost are checked for conflicts (noteConflicts).
+func (c *compiled) copyAliases(attrs pcommon.Map, sc *scratch, t *tally) {
 	slices.Sort(sc.aliases)
 	slices.Sort(sc.preferred)
-	for _, aliases := range [2][]string{sc.preferred, sc.aliases} {
+	var lost []string
+	for i, aliases := range [2][]string{sc.preferred, sc.aliases} {
 		for _, alias := range aliases {
 			role := c.fields[alias]
+			if i == 1 && role.convert.Preferred {
+				continue // seen in the first pass
+			}
 			if _, exists := attrs.Get(role.canonical); !exists {
 				v, _ := attrs.Get(alias)
 				putConverted(attrs, role, v)
+			} else if !role.keep { // a gen_ai.* source stays on the record: nothing is lost
+				lost = append(lost, alias)
 			}
 		}
 	}
+	if len(lost) > 0 {
+		c.noteConflicts(attrs, lost, sc, t)
+	}
+}
+
+// noteConflicts keeps visible the values of the aliases in lost that differ
+// from the value their golden field ended with: each is counted by golden
+// field, and the first maxConflicts are listed in golden.conflicts as
+// "<golden field> <alias>=<value>", the value redacted as the alias's would be.
+// Equal values (after the alias's conversion) are no conflict.
+func (c *compiled) noteConflicts(attrs pcommon.Map, lost []string, sc *scratch, t *tally) {
+	room := maxConflicts
+	existing, hasList := attrs.Get(golden.ConflictsAttr) // from an upstream goldenfield
+	if hasList = hasList && existing.Type() == pcommon.ValueTypeSlice; hasList {
+		room -= existing.Slice().Len()
+	}
+	for _, alias := range lost {
+		role := c.fields[alias]
+		v, _ := attrs.Get(alias)
+		w, _ := attrs.Get(role.canonical)
+		if c.sameValue(role, v, w) {
+			continue
+		}
+		t.conflict(role.canonical)
+		if len(sc.conflicts) >= room {
+			t.sanitized[issueTooManyConflicts]++
+			continue
+		}
+		sc.conflicts = append(sc.conflicts, role.canonical+" "+alias+"="+c.conflictValue(alias, role, v, t))
+	}
+	if len(sc.conflicts) == 0 {
+		return
+	}
+	var list pcommon.Slice
+	if hasList {
+		existing, _ = attrs.Get(golden.ConflictsAttr)
+		list = existing.Slice()
+	} else {
+		list = attrs.PutEmptySlice(golden.ConflictsAttr)
+	}
+	for _, entry := range sc.conflicts {
+		list.AppendEmpty().SetStr(entry)
+	}
+}
+
+// sameValue reports whether an alias's value, converted as it would have
+// been had it won, equals the value its golden field has: as numbers for a
+// numeric field (2.34 s of gen_ai.latency.e2e is 2340 ms, "2340" is 2340),
+// else as text, trimmed of the alias's prefixes and, for model_ver, mapped
+// through normalize::models.
+func (c *compiled) sameValue(role fieldRole, alias, canonical pcommon.Value) bool {
+	if role.numeric {
+		a, ok1 := numberOf(alias)
+		b, ok2 := numberOf(canonical)
+		if ok1 && ok2 {
+			if role.convert.Scale != 0 && alias.Type() != pcommon.ValueTypeStr {
+				a *= role.convert.Scale
+			}
+			return a == b || math.Abs(a-b) <= 1e-9*math.Max(math.Abs(a), math.Abs(b))
+		}
+	}
+	a, b := alias.AsString(), canonical.AsString()
+	if alias.Type() == pcommon.ValueTypeStr {
+		a = trimPrefix(role.convert, a)
+	}
+	if role.canonical == golden.ModelVer {
+		a, b = c.modelName(a), c.modelName(b)
+	}
+	return a == b
+}
+
+func (c *compiled) modelName(s string) string {
+	if model, ok := c.models[strings.TrimSpace(s)]; ok {
+		return model
+	}
+	return s
+}
+
+// numberOf reads v as a number, as coerceNumber would, without changing it.
+func numberOf(v pcommon.Value) (float64, bool) {
+	switch v.Type() {
+	case pcommon.ValueTypeInt:
+		return float64(v.Int()), true
+	case pcommon.ValueTypeDouble:
+		return v.Double(), true
+	case pcommon.ValueTypeStr:
+		f, err := strconv.ParseFloat(strings.TrimSpace(v.Str()), 64)
+		return f, err == nil && !math.IsInf(f, 0) && !math.IsNaN(f)
+	}
+	return 0, false
+}
+
+// conflictValue is the text of an alias's losing value in golden.conflicts.
+// With redaction on, the value of an alias of a raw input or sensitive field,
+// or of an alias whose own name is content-bearing, is [REDACTED] (counted as
+// that field's would be), and a map or list is redacted inside first; body
+// patterns are masked later, with the other attributes (removeAttributes).
+// It is cut at max_value_bytes.
+func (c *compiled) conflictValue(alias string, role fieldRole, v pcommon.Value, t *tally) string {
+	if c.cfg.Redaction.Enabled {
+		secret, _ := c.role(role.canonical)
+		if !secret.input && !secret.sensitive {
+			secret = c.classify(alias, false)
+		}
+		if secret.input || secret.sensitive {
+			t.redacted(targetAttribute, secret)
+			return redactedValue
+		}
+		if v.Type() == pcommon.ValueTypeMap || v.Type() == pcommon.ValueTypeSlice {
+			scrubbed := pcommon.NewValueEmpty()
+			v.CopyTo(scrubbed)
+			c.scrubValue(scrubbed, alias, false, targetAttribute, t)
+			v = scrubbed
+		}
+	}
+	return extract.TruncateUTF8(v.AsString(), c.cfg.Normalize.MaxValueBytes)
 }
 
 // putConverted copies an alias's value to its canonical name, scaled or
@@ -179,17 +307,21 @@ func putConverted(attrs pcommon.Map, role fieldRole, v pcommon.Value) {
 	case convert.Scale != 0 && v.Type() == pcommon.ValueTypeDouble:
 		attrs.PutDouble(role.canonical, v.Double()*convert.Scale)
 	case len(convert.TrimPrefix) > 0 && v.Type() == pcommon.ValueTypeStr:
-		s := v.Str()
-		for _, prefix := range convert.TrimPrefix {
-			if trimmed, ok := strings.CutPrefix(s, prefix); ok && trimmed != "" {
-				s = trimmed
-				break
-			}
-		}
-		attrs.PutStr(role.canonical, s)
+		attrs.PutStr(role.canonical, trimPrefix(convert, v.Str()))
 	default:
 		copyValue(attrs, role.canonical, v)
 	}
+}
+
+// trimPrefix cuts the first of the convention's prefixes that s starts with,
+// unless nothing would be left.
+func trimPrefix(convert golden.Alias, s string) string {
+	for _, prefix := range convert.TrimPrefix {
+		if trimmed, ok := strings.CutPrefix(s, prefix); ok && trimmed != "" {
+			return trimmed
+		}
+	}
+	return s
 }
 
 // deriveTPOT adds the time per output token to a generation that reports

@@ -102,6 +102,7 @@ type scratch struct {
 	aliases   []string // alias attributes present
 	preferred []string // those of them that win over the others (golden.Alias.Preferred)
 	numeric   []string // numeric attributes present
+	conflicts []string // golden.conflicts entries of this record (copyAliases)
 	failures  []failure
 	masks     []bodyMask
 }
@@ -109,7 +110,7 @@ type scratch struct {
 func (sc *scratch) reset() {
 	sc.fields, sc.format, sc.oversized = sc.fields[:0], formatNone, false
 	sc.inputs, sc.secrets, sc.aliases, sc.numeric = sc.inputs[:0], sc.secrets[:0], sc.aliases[:0], sc.numeric[:0]
-	sc.preferred = sc.preferred[:0]
+	sc.preferred, sc.conflicts = sc.preferred[:0], sc.conflicts[:0]
 	sc.failures = sc.failures[:0]
 }
 

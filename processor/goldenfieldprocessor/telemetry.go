@@ -24,11 +24,12 @@ const (
 	issueValueTruncated
 	issueNotAModel
 	issueIDTooLong
+	issueTooManyConflicts
 	numIssues
 )
 
 var issueNames = [numIssues]string{"invalid_json", "body_too_large", "too_deep", "too_many_fields", "invalid_utf8", "value_truncated",
-	"not_a_model", "id_too_long"}
+	"not_a_model", "id_too_long", "too_many_conflicts"}
 
 // Redaction targets, for the redactions counter.
 type target uint8
@@ -71,6 +72,7 @@ type tally struct {
 	sanitized          [numIssues]int64
 	severityParsed     [numSeveritySources]int64
 	failures           map[failure]int64
+	conflicts          map[string]int64 // alias conflicts by golden field
 	evicted            int64
 	drifts             []string // services with a drift detected
 }
@@ -103,6 +105,14 @@ func (t *tally) fail(failures []failure) {
 	for _, f := range failures {
 		t.failures[f]++
 	}
+}
+
+// conflict counts an alias value that lost to a different value of field.
+func (t *tally) conflict(field string) {
+	if t.conflicts == nil {
+		t.conflicts = map[string]int64{}
+	}
+	t.conflicts[field]++
 }
 
 // telemetry reports the processor's own metrics.
@@ -167,6 +177,9 @@ func (tel *telemetry) flush(ctx context.Context, t *tally) {
 	for f, n := range t.failures {
 		tb.ProcessorGoldenfieldValidationFailures.Add(ctx, n, metric.WithAttributes(
 			attribute.String("reason", reasonNames[f.reason]), attribute.String("field", f.field)))
+	}
+	for field, n := range t.conflicts {
+		tb.ProcessorGoldenfieldAliasConflicts.Add(ctx, n, metric.WithAttributes(attribute.String("field", field)))
 	}
 	for _, service := range t.drifts {
 		tb.ProcessorGoldenfieldDriftEvents.Add(ctx, 1, metric.WithAttributes(attribute.String("service", service)))

@@ -28,6 +28,7 @@ type TelemetryBuilder struct {
 	meter                                  metric.Meter
 	mu                                     sync.Mutex
 	registrations                          []metric.Registration
+	ProcessorGoldenfieldAliasConflicts     metric.Int64Counter
 	ProcessorGoldenfieldDriftEvents        metric.Int64Counter
 	ProcessorGoldenfieldDriftSeriesEvicted metric.Int64Counter
 	ProcessorGoldenfieldLogNoiseRatio      metric.Float64ObservableGauge
@@ -96,6 +97,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	}
 	builder.meter = Meter(settings)
 	var err, errs error
+	builder.ProcessorGoldenfieldAliasConflicts, err = builder.meter.Int64Counter(
+		"otelcol_processor_goldenfield_alias_conflicts",
+		metric.WithDescription("Number of alias values that lost to a different value of their golden field on the same record (the canonical name, or another alias that took precedence), by golden field; the losing values are kept in golden.conflicts. [Development]"),
+		metric.WithUnit("{conflict}"),
+	)
+	errs = errors.Join(errs, err)
 	builder.ProcessorGoldenfieldDriftEvents, err = builder.meter.Int64Counter(
 		"otelcol_processor_goldenfield_drift_events",
 		metric.WithDescription("Number of schema drift events detected and emitted as schema.drift log records. [Development]"),
@@ -152,7 +159,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ProcessorGoldenfieldSanitized, err = builder.meter.Int64Counter(
 		"otelcol_processor_goldenfield_sanitized",
-		metric.WithDescription("Number of bad inputs handled without failing the record (unparsable or oversized bodies, invalid UTF-8, truncated values, a model_ver read from free text that is a plain word). [Development]"),
+		metric.WithDescription("Number of bad inputs handled without failing the record (unparsable or oversized bodies, invalid UTF-8, truncated values, a model_ver read from free text that is a plain word, alias conflicts beyond the 8 a record keeps). [Development]"),
 		metric.WithUnit("{value}"),
 	)
 	errs = errors.Join(errs, err)

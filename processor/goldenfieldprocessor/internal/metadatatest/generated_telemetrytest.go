@@ -21,6 +21,22 @@ func NewSettings(tt *componenttest.Telemetry) processor.Settings {
 	return set
 }
 
+func AssertEqualProcessorGoldenfieldAliasConflicts(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_processor_goldenfield_alias_conflicts",
+		Description: "Number of alias values that lost to a different value of their golden field on the same record (the canonical name, or another alias that took precedence), by golden field; the losing values are kept in golden.conflicts. [Development]",
+		Unit:        "{conflict}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_processor_goldenfield_alias_conflicts")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualProcessorGoldenfieldDriftEvents(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_processor_goldenfield_drift_events",
@@ -166,7 +182,7 @@ func AssertEqualProcessorGoldenfieldRedactions(t *testing.T, tt *componenttest.T
 func AssertEqualProcessorGoldenfieldSanitized(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_processor_goldenfield_sanitized",
-		Description: "Number of bad inputs handled without failing the record (unparsable or oversized bodies, invalid UTF-8, truncated values, a model_ver read from free text that is a plain word). [Development]",
+		Description: "Number of bad inputs handled without failing the record (unparsable or oversized bodies, invalid UTF-8, truncated values, a model_ver read from free text that is a plain word, alias conflicts beyond the 8 a record keeps). [Development]",
 		Unit:        "{value}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,

@@ -24,6 +24,7 @@ func TestSetupTelemetry(t *testing.T) {
 		observer.Observe(1)
 		return nil
 	}))
+	tb.ProcessorGoldenfieldAliasConflicts.Add(context.Background(), 1)
 	tb.ProcessorGoldenfieldDriftEvents.Add(context.Background(), 1)
 	tb.ProcessorGoldenfieldDriftSeriesEvicted.Add(context.Background(), 1)
 	tb.ProcessorGoldenfieldRecordsDropped.Add(context.Background(), 1)
@@ -35,6 +36,9 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ProcessorGoldenfieldSanitized.Add(context.Background(), 1)
 	tb.ProcessorGoldenfieldSeverityParsed.Add(context.Background(), 1)
 	tb.ProcessorGoldenfieldValidationFailures.Add(context.Background(), 1)
+	AssertEqualProcessorGoldenfieldAliasConflicts(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorGoldenfieldDriftEvents(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
