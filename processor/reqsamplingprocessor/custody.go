@@ -147,7 +147,7 @@ func (s *sampler) replay(ctx context.Context) error {
 		replayed++
 		b.to, b.seq = s.outlets[b.signal][0], e.Seq
 		if decided {
-			if err := b.to.consume(ctx, b); err != nil {
+			if err := b.to.consume(b.ctx, b); err != nil {
 				s.logger.Warn("The next consumer refused replayed records", zap.Error(err))
 			}
 			s.unkeep(b)

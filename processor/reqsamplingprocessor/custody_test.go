@@ -13,7 +13,6 @@ import (
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/plog"
-	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor/processortest"
 
 	"github.com/loom-otel/loom/internal/custody/custodytest"
@@ -58,6 +57,13 @@ func (h *harness) crash() {
 	require.NoError(h.t, h.sampler().journal.Close(context.Background()))
 }
 
+// fromTenant is the context of a call whose client sent the header x-tenant.
+func fromTenant(tenant string) context.Context {
+	return client.NewContext(context.Background(), client.Info{
+		Metadata: client.NewMetadata(map[string][]string{"x-tenant": {tenant}}),
+	})
+}
+
 // storedHarness runs id's processors with storage in dir.
 func storedHarness(t *testing.T, dir string, id component.ID, next ...*custodytest.StuckLogs) *harness {
 	t.Helper()
@@ -78,8 +84,7 @@ func TestRecordsWaitingForADecisionSurviveACrash(t *testing.T) {
 	id := component.MustNewIDWithName(metadata.Type.String(), "stored")
 	before := storedHarness(t, dir, id)
 	before.send(tracesOf(rec{reqID: "failing", service: "api", root: true, end: 10}, rec{reqID: "healthy", service: "api", root: true, end: 10}), plog.NewLogs())
-	fromTenant := client.NewContext(context.Background(), client.Info{Metadata: client.NewMetadata(map[string][]string{"x-tenant": {"a"}})})
-	require.NoError(t, before.logs.ConsumeLogs(fromTenant, logsOf(rec{reqID: "failing", severity: plog.SeverityNumberError}, rec{reqID: "healthy"})))
+	require.NoError(t, before.logs.ConsumeLogs(fromTenant("a"), logsOf(rec{reqID: "failing", severity: plog.SeverityNumberError}, rec{reqID: "healthy"})))
 	before.tick()
 	before.crash()
 	require.Zero(t, before.logSink.LogRecordCount()+before.traceSink.SpanCount(), "nothing was decided before the crash")
@@ -104,7 +109,7 @@ func TestADecidedBatchIsReplayedAsItWasPassedOn(t *testing.T) {
 	stuck := custodytest.NewStuckLogs()
 	before := storedHarness(t, dir, id, stuck)
 	defer stuck.Release()
-	before.send(ptrace.NewTraces(), logsOf(rec{reqID: "failing", severity: plog.SeverityNumberError}, rec{reqID: "healthy"}))
+	require.NoError(t, before.logs.ConsumeLogs(fromTenant("a"), logsOf(rec{reqID: "failing", severity: plog.SeverityNumberError}, rec{reqID: "healthy"})))
 	before.clock.advance(time.Minute)
 	go before.tick()
 	<-stuck.Called
@@ -118,6 +123,8 @@ func TestADecidedBatchIsReplayedAsItWasPassedOn(t *testing.T) {
 	replayed, err := m.MarshalLogs(after.logSink.AllLogs()[0])
 	require.NoError(t, err)
 	assert.Equal(t, passedOn, replayed, "a redelivery is identical: decision, annotations and all")
+	assert.Equal(t, []string{"a"}, client.FromContext(after.logSink.Contexts()[0]).Metadata.Get("x-tenant"),
+		"with the client metadata it came with")
 }
 
 func TestStorageRefusesTwoPipelinesOfOneSignal(t *testing.T) {
