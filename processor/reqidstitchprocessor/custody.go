@@ -52,7 +52,7 @@ func (p *stitchProcessor[T]) openJournal(ctx context.Context, host component.Hos
 		case e.Kind == entryPassedOn:
 			out = append(out, outgoing[T]{ctx: heldCtx, data: data, seqs: []custody.Seq{e.Seq}, replayed: true})
 		default:
-			held := parked[T]{data: data, bytes: p.sig.size(data), ctx: heldCtx, seq: e.Seq}
+			held := parked[T]{data: data, bytes: p.sig.size(data), ctx: heldCtx, client: custody.ClientKey(heldCtx), seq: e.Seq}
 			if !p.hold.enabled() || !p.hold.push(held, now, func(old parked[T]) { out.add(p.s, p.sig, old, outcomeOverflow) }) {
 				out.add(p.s, p.sig, held, outcomeExpired)
 			}

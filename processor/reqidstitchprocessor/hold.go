@@ -12,9 +12,11 @@ type parked[T any] struct {
 	data     T
 	bytes    int
 	deadline int64
-	// ctx is the context it came with; seq its journal entry (0 without storage).
-	ctx context.Context
-	seq custody.Seq
+	// ctx is the context it came with, client its custody.ClientKey (made
+	// once per call, not per record); seq its journal entry (0 without storage).
+	ctx    context.Context
+	client string
+	seq    custody.Seq
 }
 
 // holdQueue holds records that wait for a binding, oldest first, within a
@@ -111,10 +113,9 @@ type releases[T any] []outgoing[T]
 // the causal rules meet it, in passOn). The caller holds s.mu.
 func (r *releases[T]) add(s *stitcher, sig signal[T], p parked[T], o outcome) {
 	s.tally.released[o]++
-	key := custody.ClientKey(p.ctx)
-	i := slices.IndexFunc(*r, func(g outgoing[T]) bool { return g.client == key })
+	i := slices.IndexFunc(*r, func(g outgoing[T]) bool { return g.client == p.client })
 	if i < 0 {
-		*r = append(*r, outgoing[T]{client: key, ctx: p.ctx, data: sig.newBatch()})
+		*r = append(*r, outgoing[T]{client: p.client, ctx: p.ctx, data: sig.newBatch()})
 		i = len(*r) - 1
 	}
 	g := &(*r)[i]

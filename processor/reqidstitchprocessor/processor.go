@@ -66,13 +66,15 @@ func (p *stitchProcessor[T]) process(ctx context.Context, batch T) (T, error) {
 	var keepErr error
 	var hold func(T) bool
 	if p.hold.enabled() {
-		var heldCtx context.Context // the call's context without its deadline, made once
+		// The call's context without its deadline, and its client: made once.
+		var heldCtx context.Context
+		var client string
 		hold = func(data T) bool {
 			if heldCtx == nil {
-				heldCtx = context.WithoutCancel(ctx)
+				heldCtx, client = context.WithoutCancel(ctx), custody.ClientKey(ctx)
 			}
 			s.tally.held++
-			held := parked[T]{data: data, bytes: p.sig.size(data), ctx: heldCtx}
+			held := parked[T]{data: data, bytes: p.sig.size(data), ctx: heldCtx, client: client}
 			var entry custody.Entry
 			if p.journal != nil && keepErr == nil {
 				entry = custody.Entry{Seq: p.journal.Next(), Kind: entryHeld}
