@@ -24,13 +24,16 @@ import (
 // their decided, outgoing form (replayed as is, so a redelivery is identical).
 type Kind byte
 
-// Seq names one entry; a journal never reuses one.
+// Seq names one entry, and carries its kind in its low byte, so that the
+// data is stored as the caller encoded it; a journal never reuses one.
 type Seq uint64
+
+// Kind is the kind the entry was numbered for.
+func (s Seq) Kind() Kind { return Kind(s) }
 
 // Entry is one record set left in the journal.
 type Entry struct {
 	Seq  Seq
-	Kind Kind
 	Data []byte
 }
 
@@ -67,14 +70,14 @@ func Open(ctx context.Context, host component.Host, storageID component.ID, kind
 
 func keyOf(seq Seq) string { return strconv.FormatUint(uint64(seq), 36) }
 
-// Next numbers an entry about to be kept.
-func (j *Journal) Next() Seq { return Seq(j.next.Add(1)) }
+// Next numbers an entry of this kind about to be kept.
+func (j *Journal) Next(kind Kind) Seq { return Seq(j.next.Add(1)<<8 | uint64(kind)) }
 
 // Keep writes entries, numbered by Next, in one transaction.
 func (j *Journal) Keep(ctx context.Context, entries ...Entry) error {
 	ops := make([]*storage.Operation, len(entries))
 	for i, e := range entries {
-		ops[i] = storage.SetOperation(keyOf(e.Seq), encode(e.Kind, e.Data))
+		ops[i] = storage.SetOperation(keyOf(e.Seq), e.Data)
 	}
 	return j.client.Batch(ctx, ops...)
 }
@@ -87,7 +90,7 @@ func (j *Journal) Replace(ctx context.Context, old []Seq, e Entry) error {
 	for _, s := range old {
 		ops = append(ops, storage.DeleteOperation(keyOf(s)))
 	}
-	return j.client.Batch(ctx, append(ops, storage.SetOperation(keyOf(e.Seq), encode(e.Kind, e.Data)))...)
+	return j.client.Batch(ctx, append(ops, storage.SetOperation(keyOf(e.Seq), e.Data))...)
 }
 
 // Release deletes entries whose records the next consumer has returned from.
@@ -108,8 +111,8 @@ func (j *Journal) Replay(ctx context.Context) ([]Entry, error) {
 	var entries []Entry
 	var bad []string
 	err := j.walker.Walk(ctx, func(key string, value []byte) ([]*storage.Operation, error) {
-		if seq, perr := strconv.ParseUint(key, 36, 64); perr == nil && len(value) > 0 {
-			entries = append(entries, Entry{Seq: Seq(seq), Kind: Kind(value[0]), Data: slices.Clone(value[1:])})
+		if seq, perr := strconv.ParseUint(key, 36, 64); perr == nil {
+			entries = append(entries, Entry{Seq: Seq(seq), Data: slices.Clone(value)})
 		} else {
 			bad = append(bad, key)
 		}
@@ -123,7 +126,7 @@ func (j *Journal) Replay(ctx context.Context) ([]Entry, error) {
 	}
 	slices.SortFunc(entries, func(a, b Entry) int { return cmp.Compare(a.Seq, b.Seq) })
 	if n := len(entries); n > 0 {
-		j.next.Store(uint64(entries[n-1].Seq))
+		j.next.Store(uint64(entries[n-1].Seq) >> 8)
 	}
 	return entries, nil
 }
@@ -136,13 +139,6 @@ func (j *Journal) Close(ctx context.Context) error {
 	var err error
 	j.closed.Do(func() { err = j.client.Close(ctx) })
 	return err
-}
-
-func encode(kind Kind, data []byte) []byte {
-	out := make([]byte, 1+len(data))
-	out[0] = byte(kind)
-	copy(out[1:], data)
-	return out
 }
 
 // ClientKey tells apart the clients whose records must not be passed on

@@ -29,10 +29,10 @@ func TestReplayReturnsWhatWasNotReleasedAcrossARestart(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	j := open(t, custodytest.FileStorage(t, dir))
-	a, b, c := Entry{Seq: j.Next(), Kind: 1, Data: []byte("a")}, Entry{Seq: j.Next(), Kind: 1, Data: []byte("b")}, Entry{Seq: j.Next(), Kind: 1, Data: []byte("c")}
+	a, b, c := Entry{Seq: j.Next(1), Data: []byte("a")}, Entry{Seq: j.Next(1), Data: []byte("b")}, Entry{Seq: j.Next(1), Data: []byte("c")}
 	require.NoError(t, j.Keep(ctx, a, b, c))
 	require.NoError(t, j.Release(ctx, a.Seq))
-	decided := Entry{Seq: j.Next(), Kind: 2, Data: []byte("C")}
+	decided := Entry{Seq: j.Next(2), Data: []byte("C")}
 	require.NoError(t, j.Replace(ctx, []Seq{c.Seq}, decided))
 	// What a SIGKILL leaves is what was written: every call above returned.
 	require.NoError(t, j.Close(ctx))
@@ -42,7 +42,8 @@ func TestReplayReturnsWhatWasNotReleasedAcrossARestart(t *testing.T) {
 	left, err := j.Replay(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, []Entry{b, decided}, left)
-	assert.Greater(t, j.Next(), decided.Seq, "numbering continues after the replayed entries")
+	assert.Equal(t, Kind(2), left[1].Seq.Kind(), "an entry keeps the kind it was numbered for")
+	assert.Greater(t, j.Next(1), decided.Seq, "numbering continues after the replayed entries")
 }
 
 func TestOpenNamesTheKeyAndTheFix(t *testing.T) {

@@ -38,8 +38,8 @@ func (p *stitchProcessor[T]) openJournal(ctx context.Context, host component.Hos
 	p.s.mu.Lock()
 	for _, e := range entries {
 		heldCtx, data, err := p.sig.unmarshal(e.Data)
-		if err == nil && e.Kind != entryHeld && e.Kind != entryPassedOn {
-			err = fmt.Errorf("unknown entry kind %d", e.Kind)
+		if kind := e.Seq.Kind(); err == nil && kind != entryHeld && kind != entryPassedOn {
+			err = fmt.Errorf("unknown entry kind %d", kind)
 		}
 		switch {
 		case err != nil:
@@ -49,7 +49,7 @@ func (p *stitchProcessor[T]) openJournal(ctx context.Context, host component.Hos
 				p.s.mu.Unlock()
 				return err
 			}
-		case e.Kind == entryPassedOn:
+		case e.Seq.Kind() == entryPassedOn:
 			out = append(out, outgoing[T]{ctx: heldCtx, data: data, seqs: []custody.Seq{e.Seq}, replayed: true})
 		default:
 			held := parked[T]{data: data, bytes: p.sig.size(data), ctx: heldCtx, client: custody.ClientKey(heldCtx), seq: e.Seq}

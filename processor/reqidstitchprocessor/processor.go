@@ -77,7 +77,7 @@ func (p *stitchProcessor[T]) process(ctx context.Context, batch T) (T, error) {
 			held := parked[T]{data: data, bytes: p.sig.size(data), ctx: heldCtx, client: client}
 			var entry custody.Entry
 			if p.journal != nil && keepErr == nil {
-				entry = custody.Entry{Seq: p.journal.Next(), Kind: entryHeld}
+				entry = custody.Entry{Seq: p.journal.Next(entryHeld)}
 				entry.Data, keepErr = p.sig.marshal(heldCtx, data)
 				held.seq = entry.Seq
 			}
@@ -156,7 +156,7 @@ func (p *stitchProcessor[T]) keepPassedOn(g outgoing[T]) []custody.Seq {
 	}
 	raw, err := p.sig.marshal(g.ctx, g.data)
 	if err == nil {
-		e := custody.Entry{Seq: p.journal.Next(), Kind: entryPassedOn, Data: raw}
+		e := custody.Entry{Seq: p.journal.Next(entryPassedOn), Data: raw}
 		if err = p.journal.Replace(context.Background(), g.seqs, e); err == nil {
 			return []custody.Seq{e.Seq}
 		}

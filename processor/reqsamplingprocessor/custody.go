@@ -85,7 +85,7 @@ func (s *sampler) keep(ctx context.Context, b *batch) error {
 	if err != nil {
 		return err
 	}
-	e := custody.Entry{Seq: s.journal.Next(), Kind: arrivedKind(b.signal), Data: data}
+	e := custody.Entry{Seq: s.journal.Next(arrivedKind(b.signal)), Data: data}
 	if err := s.journal.Keep(ctx, e); err != nil {
 		return fmt.Errorf("keeping records in storage: %w", err)
 	}
@@ -101,7 +101,7 @@ func (s *sampler) keepDecided(b *batch) {
 	}
 	data, err := marshal(b)
 	if err == nil {
-		e := custody.Entry{Seq: s.journal.Next(), Kind: decidedKind(b.signal), Data: data}
+		e := custody.Entry{Seq: s.journal.Next(decidedKind(b.signal)), Data: data}
 		if err = s.journal.Replace(context.Background(), []custody.Seq{b.seq}, e); err == nil {
 			b.seq = e.Seq
 		}
@@ -169,9 +169,9 @@ func (s *sampler) replay(ctx context.Context) error {
 // unmarshalEntry rebuilds a batch from its entry: scanned again when it
 // waits for a decision, as it was on arrival.
 func (s *sampler) unmarshalEntry(e custody.Entry) (b *batch, decided bool, err error) {
-	sig, decided, ok := kindOf(e.Kind)
+	sig, decided, ok := kindOf(e.Seq.Kind())
 	if !ok {
-		return nil, false, fmt.Errorf("unknown entry kind %d", e.Kind)
+		return nil, false, fmt.Errorf("unknown entry kind %d", e.Seq.Kind())
 	}
 	sc := s.scanners.Get().(*scanner)
 	defer s.scanners.Put(sc)
