@@ -158,3 +158,14 @@ func ClientKey(ctx context.Context) string {
 	}
 	return b.String()
 }
+
+// CheckPipelines refuses a journal to a component that n pipelines of one
+// signal use: after a crash, the records it kept could not be told apart by
+// pipeline. key is the storage key, for the error.
+func CheckPipelines(key string, id component.ID, signal string, n int) error {
+	if n <= 1 {
+		return nil
+	}
+	return fmt.Errorf("%s: %s is in %d %s pipelines, and after a crash the records it kept could not be told apart by pipeline: "+
+		"give each pipeline a %s of its own (%s/a, %s/b)", key, id, n, signal, id.Type(), id.Type(), id.Type())
+}

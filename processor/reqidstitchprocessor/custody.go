@@ -19,9 +19,8 @@ func (p *stitchProcessor[T]) openJournal(ctx context.Context, host component.Hos
 		return nil
 	}
 	key := "processors::" + p.id.String() + "::storage"
-	if n := p.s.pipelines(p.sig.name); n > 1 {
-		return fmt.Errorf("%s: %s is in %d %s pipelines, and after a crash the records it held could not be told apart by pipeline: "+
-			"give each pipeline a reqidstitch of its own (reqidstitch/a, reqidstitch/b)", key, p.id, n, p.sig.name)
+	if err := custody.CheckPipelines(key, p.id, p.sig.name, p.s.pipelines(p.sig.name)); err != nil {
+		return err
 	}
 	j, err := custody.Open(ctx, host, *storageID, component.KindProcessor, p.id, p.sig.name, key)
 	if err != nil {

@@ -63,9 +63,8 @@ func (s *sampler) openJournal(ctx context.Context, host component.Host) error {
 	}
 	key := "processors::" + s.id.String() + "::storage"
 	for sig, outs := range s.outlets {
-		if len(outs) > 1 {
-			return fmt.Errorf("%s: %s is in %d %s pipelines, and after a crash the records it kept could not be told apart by pipeline: "+
-				"give each pipeline a reqsampling of its own (reqsampling/a, reqsampling/b)", key, s.id, len(outs), signalNames[sig])
+		if err := custody.CheckPipelines(key, s.id, signalNames[sig], len(outs)); err != nil {
+			return err
 		}
 	}
 	j, err := custody.Open(ctx, host, *s.cfg.Storage, component.KindProcessor, s.id, "", key)
