@@ -109,7 +109,7 @@ func (p *stitchProcessor[T]) process(ctx context.Context, batch T) (T, error) {
 	p.passOn(overflow)
 	ev.rewind()
 	p.sig.applyRules(s, batch, ev)
-	p.flushRuleCounts(ctx)
+	p.s.rules.flushCounts(ctx, p.s.tel)
 	if keepErr != nil {
 		// The held records stay held: passed on later, and again when the
 		// sender retries. A duplicate rather than a loss.
@@ -174,12 +174,7 @@ func (p *stitchProcessor[T]) sweep(flush bool) {
 	p.s.mu.Unlock()
 	p.s.tel.flush(context.Background(), &counts)
 	p.passOn(out)
-	p.flushRuleCounts(context.Background())
-}
-
-func (p *stitchProcessor[T]) flushRuleCounts(ctx context.Context) {
-	counts := p.s.rules.takeCounts()
-	p.s.tel.flush(ctx, &counts)
+	p.s.rules.flushCounts(context.Background(), p.s.tel)
 }
 
 func (p *stitchProcessor[T]) start(ctx context.Context, host component.Host) error {

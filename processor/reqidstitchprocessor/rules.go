@@ -185,11 +185,13 @@ func (rs *ruleSet) apply(attrs, resource pcommon.Map, event golden.EventHash, at
 	}
 }
 
-// takeCounts returns the rule hits and evictions so far and resets them.
-func (rs *ruleSet) takeCounts() tally {
+// flushCounts adds the rule hits and evictions so far to the telemetry and
+// resets them. Under rs.mu, which guards only the causes: unlike the
+// stitcher's mutex, no record waits on it for long.
+func (rs *ruleSet) flushCounts(ctx context.Context, tel *telemetry) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	return rs.counts.take()
+	tel.flush(ctx, &rs.counts)
 }
 
 // remember keeps the latest cause for a join key, by record time: a record
