@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/plog"
 
+	"github.com/loom-otel/loom/internal/canarytest"
 	"github.com/loom-otel/loom/internal/golden"
 )
 
@@ -44,7 +45,7 @@ func FuzzConsumeLogs(f *testing.F) {
 	p, err := NewFactory().CreateLogs(context.Background(), settings(nil), cfg, sink)
 	require.NoError(f, err)
 	f.Cleanup(func() { require.NoError(f, p.Shutdown(context.Background())) })
-	placed := placements()
+	placed := canarytest.Placements()
 
 	f.Fuzz(func(t *testing.T, body, value string, layout []byte) {
 		sink.Reset()
@@ -78,8 +79,8 @@ func FuzzConsumeLogs(f *testing.F) {
 
 		key, depth, placement := generatedContentKey(layout)
 		pl := placed[placement%len(placed)]
-		ld, lp, td := pl.place(key, secret)
-		deep := lp.sl.LogRecords().AppendEmpty()
+		ld, lp, td, _ := pl.Place(key, secret)
+		deep := lp.Scope.LogRecords().AppendEmpty()
 		nested := deep.Attributes()
 		for range depth {
 			nested = nested.PutEmptyMap("level")
@@ -87,8 +88,8 @@ func FuzzConsumeLogs(f *testing.F) {
 		nested.PutStr(key, secret)
 		deep.Body().SetStr(nestedJSON(depth, key, string(quoted)))
 		logsJSON, tracesJSON := runPayloads(t, cfg, ld, td)
-		require.NotContains(t, logsJSON, "SECRETX", "under %q in %s, %d deep", key, pl.name, depth)
-		require.NotContains(t, tracesJSON, "SECRETX", "under %q in %s", key, pl.name)
+		require.NotContains(t, logsJSON, "SECRETX", "under %q in %s, %d deep", key, pl.Name, depth)
+		require.NotContains(t, tracesJSON, "SECRETX", "under %q in %s", key, pl.Name)
 	})
 }
 

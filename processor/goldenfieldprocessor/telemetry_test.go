@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 
+	"github.com/loom-otel/loom/internal/canarytest"
 	"github.com/loom-otel/loom/internal/golden"
 	"github.com/loom-otel/loom/processor/goldenfieldprocessor/internal/metadatatest"
 )
@@ -75,19 +76,19 @@ func TestRedactionTargets(t *testing.T) {
 	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
 	p, err := NewFactory().CreateTraces(context.Background(), metadatatest.NewSettings(tel), defaultConfig(), new(consumertest.TracesSink))
 	require.NoError(t, err)
-	td, sp := newSpanParts()
-	sp.rs.Resource().Attributes().PutStr("gen_ai.prompt", "x")
-	sp.ss.Scope().Attributes().PutEmptyMap("request").PutStr("prompt", "x")
-	sp.span.Attributes().PutStr("gen_ai.prompt.0.content", "x")      // input
-	sp.span.Attributes().PutEmptyMap("user").PutStr("password", "x") // attribute
-	sp.span.Attributes().PutStr("note", "write to a@b.io or c@d.io") // attribute, twice
-	sp.span.SetName("chat a@b.io")                                   // span_name
-	sp.span.Status().SetMessage(`bad prompt: "x"`)                   // status_message
-	e := sp.span.Events().AppendEmpty()                              // event, twice
+	td, sp := canarytest.NewSpanParts()
+	sp.Resource.Resource().Attributes().PutStr("gen_ai.prompt", "x")
+	sp.Scope.Scope().Attributes().PutEmptyMap("request").PutStr("prompt", "x")
+	sp.Span.Attributes().PutStr("gen_ai.prompt.0.content", "x")      // input
+	sp.Span.Attributes().PutEmptyMap("user").PutStr("password", "x") // attribute
+	sp.Span.Attributes().PutStr("note", "write to a@b.io or c@d.io") // attribute, twice
+	sp.Span.SetName("chat a@b.io")                                   // span_name
+	sp.Span.Status().SetMessage(`bad prompt: "x"`)                   // status_message
+	e := sp.Span.Events().AppendEmpty()                              // event, twice
 	e.SetName("gen_ai.user.message")
 	e.Attributes().PutStr("content", "x")
 	e.Attributes().PutStr("message", "x")
-	sp.span.Links().AppendEmpty().Attributes().PutStr("output.value", "x") // link
+	sp.Span.Links().AppendEmpty().Attributes().PutStr("output.value", "x") // link
 	require.NoError(t, p.ConsumeTraces(context.Background(), td))
 	require.NoError(t, p.Shutdown(context.Background()))
 	var want []metricdata.DataPoint[int64]
