@@ -19,7 +19,11 @@ import (
 // The identity is the emitting service instance (service.name,
 // service.instance.id, host.name), the instrumentation scope name, the time, the
 // trace and span ids, and the record's own text (log: severity, event name and
-// body; span: name). Attributes are left out: processors add them on the way.
+// body; span: name). A log record's req_id, when it arrives with one, is part
+// of it too: two requests' records that are otherwise alike (a fixed message
+// logged in the same millisecond, or two that redaction made alike) are two
+// events, not one that the store would refuse to the second request. The
+// other attributes are left out: processors add them on the way.
 // The hash is SHA-256 cut to 128 bits, so crafted records cannot collide with others.
 type EventHash [16]byte
 
@@ -54,7 +58,11 @@ func LogEventHash(res pcommon.Resource, scope pcommon.InstrumentationScope, lr p
 		b = append(append(b, traceID[:]...), spanID[:]...)
 		b = binary.BigEndian.AppendUint32(b, uint32(lr.SeverityNumber()))
 		b = appendField(b, lr.EventName())
-		return appendValue(b, lr.Body())
+		b = appendValue(b, lr.Body())
+		if id, ok := lr.Attributes().Get(ReqID); ok {
+			b = appendValue(b, id)
+		}
+		return b
 	})
 }
 

@@ -53,6 +53,9 @@ func TestLogEventHashIsIdentity(t *testing.T) {
 		"service":  func(ld plog.Logs) { ld.ResourceLogs().At(0).Resource().Attributes().PutStr("service.name", "gateway") },
 		"host":     func(ld plog.Logs) { ld.ResourceLogs().At(0).Resource().Attributes().PutStr("host.name", "gpu-node-1") },
 		"scope":    func(ld plog.Logs) { ld.ResourceLogs().At(0).ScopeLogs().At(0).Scope().SetName("other") },
+		// Two requests logging the same line at the same time are two events.
+		"req_id":    func(ld plog.Logs) { first(ld).Attributes().PutStr(ReqID, "req-1715234890123-d4e5f6") },
+		"no req_id": func(ld plog.Logs) { first(ld).Attributes().Remove(ReqID) },
 		"body type": func(ld plog.Logs) {
 			first(ld).Body().SetEmptyMap().PutStr("forward", "done")
 		},
