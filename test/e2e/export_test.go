@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -77,6 +78,38 @@ func (l *lokiPushes) snapshot() (map[string]int, []lokiEntry) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return maps.Clone(l.tenants), append([]lokiEntry(nil), l.entries...)
+}
+
+// startLokiPushes serves a fake Loki push API for the test and returns it with its base URL.
+func startLokiPushes(t *testing.T) (*lokiPushes, string) {
+	loki := &lokiPushes{t: t, tenants: map[string]int{}}
+	server := httptest.NewServer(loki)
+	t.Cleanup(server.Close)
+	return loki, server.URL
+}
+
+// waitForEntries polls until Loki got at least n entries, or fails the test after timeout.
+func (l *lokiPushes) waitForEntries(t *testing.T, n int, timeout time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(timeout); ; time.Sleep(100 * time.Millisecond) {
+		_, entries := l.snapshot()
+		if len(entries) >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("loki got %d entries in %s, want %d", len(entries), timeout, n)
+		}
+	}
+}
+
+// dump is every entry's tenant, labels, structured metadata and line, as text.
+func (l *lokiPushes) dump() []byte {
+	var b bytes.Buffer
+	_, entries := l.snapshot()
+	for _, e := range entries {
+		fmt.Fprintln(&b, e.tenant, e.labels, e.metadata, e.line)
+	}
+	return b.Bytes()
 }
 
 // TestLokiAndTempoFindEveryRecordByReqID sends the S1–S3 mix through the default

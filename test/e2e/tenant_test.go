@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -249,10 +250,11 @@ func withoutTraceContext(ld plog.Logs) {
 	}
 }
 
-var counterSample = regexp.MustCompile(`^([a-z_]+?)(?:_total)?(?:\{[^}]*\})? ([0-9.e+]+)$`)
+var counterSample = regexp.MustCompile(`^([a-z_]+?)(?:_total)?(\{[^}]*\})? ([0-9.e+]+)$`)
 
-// scrapeCounter sums the samples of a counter on col's Prometheus endpoint.
-func scrapeCounter(t *testing.T, col *collector, name string) float64 {
+// scrapeCounter sums the samples of a counter on col's Prometheus endpoint
+// that carry every one of labels (each written name="value").
+func scrapeCounter(t *testing.T, col *collector, name string, labels ...string) float64 {
 	t.Helper()
 	resp, err := http.Get("http://" + col.endpoints["service.telemetry.metrics.readers[0].pull.exporter.prometheus.port"] + "/metrics")
 	if err != nil {
@@ -263,10 +265,10 @@ func scrapeCounter(t *testing.T, col *collector, name string) float64 {
 	lines := bufio.NewScanner(resp.Body)
 	for lines.Scan() {
 		m := counterSample.FindStringSubmatch(lines.Text())
-		if m == nil || m[1] != name {
+		if m == nil || m[1] != name || !containsAll(m[2], labels) {
 			continue
 		}
-		v, err := strconv.ParseFloat(m[2], 64)
+		v, err := strconv.ParseFloat(m[3], 64)
 		if err != nil {
 			t.Fatalf("%s: %v", lines.Text(), err)
 		}
@@ -276,4 +278,13 @@ func scrapeCounter(t *testing.T, col *collector, name string) float64 {
 		t.Fatal(err)
 	}
 	return sum
+}
+
+func containsAll(s string, parts []string) bool {
+	for _, p := range parts {
+		if !strings.Contains(s, p) {
+			return false
+		}
+	}
+	return true
 }
