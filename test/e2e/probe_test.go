@@ -388,7 +388,7 @@ func TestProbeHostileAndForgedIDs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
+	defer func() { _ = db.Close() }()
 	var merged, unrequested int
 	if err := db.QueryRow(`SELECT count(*) FROM requests WHERE req_id LIKE 'req-7777%'`).Scan(&merged); err != nil {
 		t.Fatal(err)
