@@ -199,6 +199,23 @@ func TestDefaultsMakeTheTwoTiers(t *testing.T) {
 		}
 	})
 
+	t.Run("agent keeps a batch on disk until a gateway has it", func(t *testing.T) {
+		lb := at(agent.config, "exporters", "load_balancing")
+		if at(lb, "sending_queue", "storage") != "file_storage/agent" {
+			t.Errorf("the load_balancing queue is not on file_storage/agent: %v", at(lb, "sending_queue"))
+		}
+		// A gateway's own exporter with a queue or retries of its own holds
+		// batches in memory, off the persistent queue: a crash loses them.
+		for _, setting := range []string{"sending_queue", "retry_on_failure"} {
+			if at(lb, "protocol", "otlp", setting, "enabled") != false {
+				t.Errorf("protocol::otlp::%s is not turned off: %v", setting, at(lb, "protocol", "otlp", setting))
+			}
+		}
+		if at(lb, "retry_on_failure", "enabled") != true {
+			t.Errorf("a batch a gateway refused is dropped from the persistent queue instead of retried: retry_on_failure %v", at(lb, "retry_on_failure"))
+		}
+	})
+
 	t.Run("gateway queues and state on a volume per replica", func(t *testing.T) {
 		dir := gateway.resolved(at(gateway.config, "extensions", "file_storage/queues", "directory"))
 		if len(gateway.claims) != 1 || gateway.mountPath(gateway.claims[0].Name) != dir {
