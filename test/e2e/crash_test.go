@@ -35,10 +35,10 @@ import (
 	"github.com/loom-otel/loom/internal/otlpsink"
 )
 
-// withoutStateStorageEnv, set to 1, runs the crash test without the
-// processors' storage keys that gateway.yaml sets: the gateway then keeps
-// undecided and held records in memory only, and the test shows what a
-// SIGKILL costs.
+// withoutStateStorageEnv, set to 1, runs the crash tests without the
+// processors' storage keys that gateway.yaml and agent.yaml set: undecided
+// and held records are then in memory only (the exporters' queues stay on
+// disk), and the tests show what a SIGKILL costs.
 const withoutStateStorageEnv = "LOOM_E2E_CRASH_WITHOUT_STATE_STORAGE"
 
 // crashSeedEnv replays a run's kill schedule and ids (the seed is logged).
@@ -226,8 +226,23 @@ type received map[string][]string
 
 func (r received) add(key, fingerprint string) { r[key] = append(r[key], fingerprint) }
 
+func (r received) copies() int {
+	n := 0
+	for _, copies := range r {
+		n += len(copies)
+	}
+	return n
+}
+
 func receivedByKey(loki *lokiPushes, tempo *otlpsink.Sink) received {
 	got := received{}
+	got.addLokiEntries(loki)
+	got.addSpans(tempo)
+	return got
+}
+
+// addLokiEntries adds loki's entries by the body of the log record each was written from.
+func (r received) addLokiEntries(loki *lokiPushes) {
 	_, entries := loki.snapshot()
 	for _, e := range entries {
 		var line struct {
@@ -239,18 +254,36 @@ func receivedByKey(loki *lokiPushes, tempo *otlpsink.Sink) received {
 			metadata = append(metadata, k+"="+v)
 		}
 		sort.Strings(metadata)
-		got.add(line.Body, fmt.Sprintf("%s %s %s %s", e.timestamp.UTC().Format(time.RFC3339Nano), e.labels, e.line, strings.Join(metadata, " ")))
+		r.add(line.Body, fmt.Sprintf("%s %s %s %s", e.timestamp.UTC().Format(time.RFC3339Nano), e.labels, e.line, strings.Join(metadata, " ")))
 	}
-	for _, td := range tempo.Traces() {
+}
+
+// addSpans adds the spans sink received by span id.
+func (r received) addSpans(sink *otlpsink.Sink) {
+	for _, td := range sink.Traces() {
 		for _, rs := range td.ResourceSpans().All() {
 			for _, ss := range rs.ScopeSpans().All() {
 				for _, span := range ss.Spans().All() {
-					got.add(span.SpanID().String(), spanFingerprint(rs.Resource(), ss.Scope(), span))
+					r.add(span.SpanID().String(), spanFingerprint(rs.Resource(), ss.Scope(), span))
 				}
 			}
 		}
 	}
-	return got
+}
+
+// addLogs adds the log records sink received by body.
+func (r received) addLogs(sink *otlpsink.Sink) {
+	for _, ld := range sink.Logs() {
+		for _, rl := range ld.ResourceLogs().All() {
+			resource := rl.Resource().Attributes().AsRaw()
+			for _, sl := range rl.ScopeLogs().All() {
+				scope := []any{sl.Scope().Name(), sl.Scope().Version()}
+				for _, lr := range sl.LogRecords().All() {
+					r.add(lr.Body().AsString(), logFingerprint(resource, scope, lr))
+				}
+			}
+		}
+	}
 }
 
 // spanFingerprint is a span with its resource and scope, attributes in key
@@ -275,6 +308,22 @@ func spanFingerprint(res pcommon.Resource, scope pcommon.InstrumentationScope, s
 		"attrs":    span.Attributes().AsRaw(),
 		"events":   events,
 		"links":    links,
+	})
+	return string(b)
+}
+
+// logFingerprint is a log record with its resource's attributes and its
+// scope's name and version, attributes in key order.
+func logFingerprint(resource map[string]any, scope []any, lr plog.LogRecord) string {
+	b, _ := json.Marshal(map[string]any{
+		"resource": resource,
+		"scope":    scope,
+		"ids":      []any{lr.TraceID().String(), lr.SpanID().String(), uint32(lr.Flags())},
+		"event":    lr.EventName(),
+		"time":     []any{lr.Timestamp(), lr.ObservedTimestamp()},
+		"severity": []any{lr.SeverityNumber(), lr.SeverityText()},
+		"body":     lr.Body().AsRaw(),
+		"attrs":    lr.Attributes().AsRaw(),
 	})
 	return string(b)
 }
@@ -364,25 +413,146 @@ func missingAcked(requests []*crashRequest, got received) int {
 	return missing
 }
 
-// waitForDelivery polls the sinks until every acknowledged record has arrived
-// and nothing more came for settle (a late copy would be a duplicate), or
-// until nothing at all arrived for quiet, or timeout.
-func waitForDelivery(requests []*crashRequest, loki *lokiPushes, tempo *otlpsink.Sink, settle, quiet, timeout time.Duration) (missing int) {
+// waitForDelivery polls what reached the sinks (collect) until every
+// acknowledged record has arrived and nothing more came for settle (a late
+// copy would be a duplicate), or until nothing at all arrived for quiet, or timeout.
+func waitForDelivery(requests []*crashRequest, collect func() received, settle, quiet, timeout time.Duration) (missing int) {
 	deadline := time.Now().Add(timeout)
 	lastCount, lastChange := -1, time.Now()
 	for {
-		_, entries := loki.snapshot()
-		count := len(entries) + tempo.Counts().Spans
-		if count != lastCount {
+		got := collect()
+		if count := got.copies(); count != lastCount {
 			lastCount, lastChange = count, time.Now()
 		}
 		still := time.Since(lastChange)
-		missing = missingAcked(requests, receivedByKey(loki, tempo))
+		missing = missingAcked(requests, got)
 		if (missing == 0 && still >= settle) || still >= quiet || time.Now().After(deadline) {
 			return missing
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
+}
+
+// crashSeed is the seed of a crash test's kill schedule and ids: $LOOM_E2E_CRASH_SEED, else the clock.
+func crashSeed(t *testing.T) uint64 {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv(crashSeedEnv); s != "" {
+		var err error
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatalf("%s: %v", crashSeedEnv, err)
+		}
+	}
+	t.Logf("crash test seed %d (%s=%d replays it)", seed, crashSeedEnv, seed)
+	return seed
+}
+
+// crashPlan is what a crash test sends and when it kills: requests at
+// perSecond; kills SIGKILLs, each after an uptime drawn from [minUptime,
+// maxUptime); and a backend outage from the restart after kill outageFrom
+// until the restart after kill outageTo.
+type crashPlan struct {
+	requests, perSecond  int
+	kills                int
+	minUptime, maxUptime time.Duration
+	outageFrom, outageTo int
+}
+
+// defaultCrashPlan sends 1600 requests at 40/s, kills six times after 2-5s
+// up, with the backend down across four of the kills.
+var defaultCrashPlan = crashPlan{
+	requests: 1600, perSecond: 40,
+	kills: 6, minUptime: 2 * time.Second, maxUptime: 5 * time.Second,
+	outageFrom: 1, outageTo: 5,
+}
+
+// sendWhileKilling sends plan's requests through col's OTLP receiver while
+// SIGKILLing it (at moments drawn from seed) and restarting it on the same
+// storage, and calls setDown(true) and setDown(false) to begin and end the
+// backend's outage. It returns the requests once the client was acknowledged
+// every one, and checks that a log waited in reqidstitch's hold in the last
+// run, so that kills can find held records.
+func sendWhileKilling(t *testing.T, col *restartableCollector, seed uint64, plan crashPlan, setDown func(bool)) []*crashRequest {
+	t.Helper()
+	requests := make([]*crashRequest, plan.requests)
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	// The client draws its ids from its own generator: the kills draw from rng meanwhile.
+	idRNG := rand.New(rand.NewPCG(seed^0x5bd1e995, seed))
+	buildRequest := func(i int, now time.Time) *crashRequest { return newCrashRequest(idRNG, i, now) }
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	client := newCrashClient(t, col.config.endpoints["receivers.otlp.protocols.grpc.endpoint"])
+	sent := make(chan struct{})
+	go func() {
+		defer close(sent)
+		client.send(ctx, requests, plan.perSecond, buildRequest)
+	}()
+
+	for kill := 1; kill <= plan.kills; kill++ {
+		uptime := plan.minUptime + time.Duration(rng.Int64N(int64(plan.maxUptime-plan.minUptime)))
+		select {
+		case <-time.After(uptime):
+		case <-ctx.Done():
+			t.Fatalf("out of time after %d kills", kill-1)
+		}
+		col.kill()
+		t.Logf("kill %d after %s up", kill, uptime)
+		col.start()
+		switch kill {
+		case plan.outageFrom:
+			setDown(true)
+			t.Logf("backend outage begins")
+		case plan.outageTo:
+			setDown(false)
+			t.Logf("backend outage ends")
+		}
+	}
+	<-sent
+	if ctx.Err() != nil {
+		t.Fatalf("the client could not deliver its requests in time\ncollector log:\n%s", col.log())
+	}
+	if held := scrapeCounter(t, col.current(), "otelcol_processor_reqidstitch_records_held"); held == 0 {
+		t.Errorf("no log waited in reqidstitch's hold since the last restart: the test no longer covers the hold's storage")
+	}
+	return requests
+}
+
+// drainAfterCrashes waits until every acknowledged record reached the sinks
+// from the running collector, then stops it: a graceful stop must lose nothing
+// either. What it leaves in the persistent queues, a start drains.
+func drainAfterCrashes(t *testing.T, col *restartableCollector, requests []*crashRequest, collect func() received) {
+	t.Helper()
+	missing := waitForDelivery(requests, collect, 3*time.Second, 10*time.Second, time.Minute)
+	col.stop()
+	if missing > 0 {
+		t.Logf("%d acknowledged records not delivered yet: starting once more to drain the queues", missing)
+		col.start()
+		waitForDelivery(requests, collect, 3*time.Second, 10*time.Second, time.Minute)
+		col.stop()
+	}
+}
+
+// checkCrashOutcome logs what the kills cost and fails the test if an
+// acknowledged record was lost, a record came twice with differing content,
+// or the client was not acknowledged every record.
+func checkCrashOutcome(t *testing.T, col *restartableCollector, requests []*crashRequest, got received, kills int) crashOutcome {
+	t.Helper()
+	o := compareCrash(requests, got)
+	t.Logf("crash test: sent %d records in %d requests, acked %d, kills %d, lost %d, duplicated %d (identical %d; %d of them in an Export call the client retried)",
+		o.records, len(requests), o.acked, kills, o.lost, o.duplicated, o.identical, o.duplicatedRetried)
+	t.Logf("crash test: lost %d log records and %d spans, duplicated %d log records and %d spans; %d acked requests not whole; the client re-sent %d records; %d collector runs",
+		o.lostLogs, o.lostSpans, o.duplicatedLogs, o.duplicatedSpans, o.incompleteRequests, o.resent, len(col.runs))
+	if o.lost > 0 {
+		t.Errorf("%d acknowledged records never reached a sink (%d requests not whole), e.g. %q", o.lost, o.incompleteRequests, o.lostKeys)
+	}
+	if len(o.differingCopies) > 0 {
+		t.Errorf("%d records were delivered more than once with differing content (not a redelivery a backend can drop), e.g.\n  %s",
+			o.duplicated-o.identical, strings.Join(o.differingCopies, "\n  "))
+	}
+	if o.acked != o.records {
+		t.Errorf("the client was acknowledged %d of %d records", o.acked, o.records)
+	}
+	return o
 }
 
 // TestCrashLosesNoAcknowledgedRecord sends requests at a steady rate through
@@ -392,24 +562,7 @@ func waitForDelivery(requests []*crashRequest, loki *lokiPushes, tempo *otlpsink
 // and that any record delivered twice is an identical copy (the persistent
 // queue is at-least-once across a SIGKILL; Loki drops identical entries).
 func TestCrashLosesNoAcknowledgedRecord(t *testing.T) {
-	const (
-		requestCount   = 1600
-		perSecond      = 40
-		kills          = 6
-		minUptime      = 2 * time.Second
-		maxUptime      = 5 * time.Second
-		outageFromKill = 1 // Loki answers 503 from this restart...
-		outageToKill   = 5 // ...until this one
-	)
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv(crashSeedEnv); s != "" {
-		var err error
-		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
-			t.Fatalf("%s: %v", crashSeedEnv, err)
-		}
-	}
-	t.Logf("crash test seed %d (%s=%d replays it)", seed, crashSeedEnv, seed)
-	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	seed := crashSeed(t)
 
 	loki := &lokiWithOutage{loki: &lokiPushes{t: t, tenants: map[string]int{}}}
 	lokiServer := httptest.NewServer(loki)
@@ -437,73 +590,11 @@ func TestCrashLosesNoAcknowledgedRecord(t *testing.T) {
 		graphCfg["backend"], graphCfg["embedded"] = "embedded", map[string]any{"path": filepath.Join(storageDir, "graph.db")}
 	}))
 
-	requests := make([]*crashRequest, requestCount)
-	// The client draws its ids from its own generator: the kills draw from rng meanwhile.
-	idRNG := rand.New(rand.NewPCG(seed^0x5bd1e995, seed))
-	buildRequest := func(i int, now time.Time) *crashRequest { return newCrashRequest(idRNG, i, now) }
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	client := newCrashClient(t, col.config.endpoints["receivers.otlp.protocols.grpc.endpoint"])
-	sent := make(chan struct{})
-	go func() {
-		defer close(sent)
-		client.send(ctx, requests, perSecond, buildRequest)
-	}()
+	requests := sendWhileKilling(t, col, seed, defaultCrashPlan, loki.down.Store)
+	drainAfterCrashes(t, col, requests, func() received { return receivedByKey(loki.loki, tempo) })
 
-	for kill := 1; kill <= kills; kill++ {
-		uptime := minUptime + time.Duration(rng.Int64N(int64(maxUptime-minUptime)))
-		select {
-		case <-time.After(uptime):
-		case <-ctx.Done():
-			t.Fatalf("out of time after %d kills", kill-1)
-		}
-		col.kill()
-		t.Logf("kill %d after %s up", kill, uptime)
-		col.start()
-		switch kill {
-		case outageFromKill:
-			loki.down.Store(true)
-			t.Logf("loki outage begins")
-		case outageToKill:
-			loki.down.Store(false)
-			t.Logf("loki outage ends: %d pushes refused", loki.refused.Load())
-		}
-	}
-	<-sent
-	if ctx.Err() != nil {
-		t.Fatalf("the client could not deliver its requests in time\ncollector log:\n%s", col.log())
-	}
-	if held := scrapeCounter(t, col.current(), "otelcol_processor_reqidstitch_records_held"); held == 0 {
-		t.Errorf("no log waited in reqidstitch's hold since the last restart: the test no longer covers the hold's storage")
-	}
-
-	// The sinks get everything from the running collector; a graceful stop
-	// must lose nothing either, and what it leaves in the persistent queues a
-	// start drains.
-	missing := waitForDelivery(requests, loki.loki, tempo, 3*time.Second, 10*time.Second, time.Minute)
-	col.stop()
-	if missing > 0 {
-		t.Logf("%d acknowledged records not delivered yet: starting once more to drain the queues", missing)
-		col.start()
-		waitForDelivery(requests, loki.loki, tempo, 3*time.Second, 10*time.Second, time.Minute)
-		col.stop()
-	}
-
-	o := compareCrash(requests, receivedByKey(loki.loki, tempo))
-	t.Logf("crash test: sent %d records in %d requests, acked %d, kills %d, lost %d, duplicated %d (identical %d; %d of them in an Export call the client retried)",
-		o.records, len(requests), o.acked, kills, o.lost, o.duplicated, o.identical, o.duplicatedRetried)
-	t.Logf("crash test: lost %d log records and %d spans, duplicated %d log records and %d spans; %d acked requests not whole; the client re-sent %d records; loki refused %d pushes during its outage; %d collector runs",
-		o.lostLogs, o.lostSpans, o.duplicatedLogs, o.duplicatedSpans, o.incompleteRequests, o.resent, loki.refused.Load(), len(col.runs))
-	if o.lost > 0 {
-		t.Errorf("%d acknowledged records never reached a sink (%d requests not whole), e.g. %q", o.lost, o.incompleteRequests, o.lostKeys)
-	}
-	if len(o.differingCopies) > 0 {
-		t.Errorf("%d records were delivered more than once with differing content (not a redelivery Loki or Tempo can drop), e.g.\n  %s",
-			o.duplicated-o.identical, strings.Join(o.differingCopies, "\n  "))
-	}
-	if o.acked != o.records {
-		t.Errorf("the client was acknowledged %d of %d records", o.acked, o.records)
-	}
+	checkCrashOutcome(t, col, requests, receivedByKey(loki.loki, tempo), defaultCrashPlan.kills)
+	t.Logf("crash test: loki refused %d pushes during its outage", loki.refused.Load())
 	if t.Failed() {
 		t.Logf("collector log:\n%s", col.log())
 	}
