@@ -49,7 +49,7 @@ func (p *stitchProcessor[T]) openJournal(ctx context.Context, host component.Hos
 				return err
 			}
 		case e.Seq.Kind() == entryPassedOn:
-			out = append(out, outgoing[T]{ctx: heldCtx, data: data, seqs: []custody.Seq{e.Seq}, replayed: true})
+			out = append(out, outgoing[T]{ctx: heldCtx, data: data, seqs: []custody.Seq{e.Seq}, stitched: true})
 		default:
 			held := parked[T]{data: data, bytes: p.sig.size(data), ctx: heldCtx, client: custody.ClientKey(heldCtx), seq: e.Seq}
 			if !p.hold.enabled() || !p.hold.push(held, now, func(old parked[T]) { out.add(p.s, p.sig, old, outcomeOverflow) }) {

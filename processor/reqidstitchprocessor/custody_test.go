@@ -2,12 +2,14 @@ package reqidstitchprocessor
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/client"
+	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/processor/processortest"
@@ -102,4 +104,79 @@ func TestStorageRefusesTwoPipelinesOfOneSignal(t *testing.T) {
 	assert.ErrorContains(t, err, "processors::reqidstitch::storage: reqidstitch is in 2 logs pipelines")
 	require.NoError(t, a.Shutdown(context.Background()))
 	require.NoError(t, b.Shutdown(context.Background()))
+}
+
+// refusingLogs refuses its first calls with err, then keeps what it gets.
+type refusingLogs struct {
+	consumertest.LogsSink
+	refusals int
+	err      error
+}
+
+func (r *refusingLogs) ConsumeLogs(ctx context.Context, ld plog.Logs) error {
+	if r.refusals > 0 {
+		r.refusals--
+		return r.err
+	}
+	return r.LogsSink.ConsumeLogs(ctx, ld)
+}
+
+func TestRefusedRecordsAreOfferedAgainUntilTaken(t *testing.T) {
+	dir := t.TempDir()
+	next := &refusingLogs{refusals: 2, err: errors.New("sending queue is full")}
+	h := newHarnessOn(t, custodytest.FileStorage(t, dir), next, stored)
+	h.consumeLogs(logsOf(rec{service: "x", at: t0, name: "waits for its span", attrs: reqIDAttr(reqA)}))
+	h.consumeTraces(tracesOf(rootA))
+	h.tick(100 * time.Millisecond)
+	h.tick(100 * time.Millisecond)
+	require.Zero(t, next.LogRecordCount(), "refused twice")
+
+	crashed := newHarnessOn(t, custodytest.FileStorage(t, custodytest.Snapshot(t, dir)), nil, stored)
+	require.Len(t, crashed.outLogs(), 1, "kept in storage while refused: a crash now passes it on at start")
+
+	h.tick(100 * time.Millisecond)
+	require.Equal(t, 1, next.LogRecordCount(), "taken at the third offer")
+	assert.Equal(t, traceID(1), next.AllLogs()[0].ResourceLogs().At(0).ScopeLogs().At(0).LogRecords().At(0).TraceID(), "stitched once")
+	h.tick(100 * time.Millisecond)
+	assert.Equal(t, 1, next.LogRecordCount(), "and not offered again")
+	assert.Zero(t, h.counter("processor_reqidstitch_hold_dropped"))
+	h.shutdown()
+	again := newHarnessOn(t, custodytest.FileStorage(t, dir), nil, stored)
+	assert.Empty(t, again.outLogs(), "deleted from storage once taken")
+}
+
+func TestRecordsRefusedForGoodAreDroppedCounted(t *testing.T) {
+	for name, tc := range map[string]struct {
+		err       error
+		configure func(*Config)
+		cause     string
+		// dropped of the two held records; the rest stay in storage.
+		dropped int64
+	}{
+		"permanent": {consumererror.NewPermanent(errors.New("bad data")), stored, "refused", 2},
+		"too many waiting": {errors.New("sending queue is full"), func(c *Config) {
+			stored(c)
+			c.Hold.MaxRecords = 1 // the first is pushed out of the hold by the second, and waits for a retry
+		}, "retries_full", 1},
+		"still refused at shutdown without storage": {errors.New("sending queue is full"), nil, "shutdown", 2},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			next := &refusingLogs{refusals: 100, err: tc.err}
+			h := newHarnessOn(t, custodytest.FileStorage(t, dir), next, tc.configure)
+			h.consumeLogs(logsOf(rec{service: "x", at: t0, name: "waits for its span", attrs: reqIDAttr(reqA)}))
+			h.consumeLogs(logsOf(rec{service: "x", at: t0, name: "waits too", attrs: reqIDAttr(reqA)}))
+			h.consumeTraces(tracesOf(rootA))
+			h.tick(100 * time.Millisecond)
+			h.shutdown()
+			assert.Equal(t, tc.dropped, h.counter("processor_reqidstitch_hold_dropped", "cause", tc.cause))
+			assert.Zero(t, next.LogRecordCount())
+			again := newHarnessOn(t, custodytest.FileStorage(t, dir), nil, tc.configure)
+			kept := 0
+			if tc.configure != nil {
+				kept = 2 - int(tc.dropped)
+			}
+			assert.Len(t, again.outLogs(), kept, "what was not dropped is in storage for the next start")
+		})
+	}
 }

@@ -101,9 +101,10 @@ type outgoing[T any] struct {
 	ctx    context.Context
 	data   T
 	seqs   []custody.Seq
-	// replayed records were passed on as they are now before a crash: they
-	// go on again byte for byte, without meeting the rules a second time.
-	replayed bool
+	// stitched records are in the form they go on in (passed on before a
+	// crash, or refused once by the next consumer): they go on byte for
+	// byte, without meeting the rules a second time.
+	stitched bool
 }
 
 // releases collects held records on their way out, by client.

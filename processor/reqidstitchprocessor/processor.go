@@ -3,9 +3,11 @@ package reqidstitchprocessor // import "github.com/loom-otel/loom/processor/reqi
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	pdatarequest "go.opentelemetry.io/collector/pdata/xpdata/request"
@@ -54,6 +56,7 @@ type stitchProcessor[T any] struct {
 	logger *zap.Logger
 	// journal keeps the held records; nil without storage.
 	journal *custody.Journal
+	refused refusals[T]
 	// release drops this processor's reference to the shared stitcher.
 	release func()
 }
@@ -129,23 +132,77 @@ const (
 )
 
 // passOn hands released records to the next consumer, each client's with its
-// context, and deletes their entries once it has returned. Called without s.mu.
+// context, and deletes their entries once it has taken them. Records it
+// refuses for now wait for the next sweep. Called without s.mu.
 func (p *stitchProcessor[T]) passOn(out releases[T]) {
 	for _, g := range out {
-		done := g.seqs
-		if !g.replayed {
+		if !g.stitched {
 			p.sig.applyRules(p.s, g.data, nil)
-			done = p.keepPassedOn(g)
+			g.seqs = p.keepPassedOn(g)
+			g.stitched = true
 		}
-		if err := p.next(g.ctx, g.data); err != nil {
-			p.logger.Warn("passing on held records failed", zap.Error(err))
+		if err := p.next(g.ctx, g.data); err != nil && p.retryLater(g, err) {
+			continue
 		}
-		if p.journal != nil && len(done) > 0 {
-			if err := p.journal.Release(context.Background(), done...); err != nil {
-				p.logger.Warn("Could not delete passed-on records from storage; a crash now would pass them on again", zap.Error(err))
-			}
-		}
+		p.forget(g.seqs)
 	}
+}
+
+// retryLater keeps records the next consumer refused for another try at the
+// next sweep, their entries kept in storage, unless the refusal is permanent
+// or hold::max_records of them already wait; then they are dropped, counted.
+func (p *stitchProcessor[T]) retryLater(g outgoing[T], err error) bool {
+	n := p.sig.count(g.data)
+	cause := dropRefused
+	if !consumererror.IsPermanent(err) {
+		if p.refused.offer(g, n, p.hold.maxRecords) {
+			return true
+		}
+		cause = dropRetriesFull
+	}
+	p.s.tel.dropped(context.Background(), cause, n)
+	p.logger.Warn("Dropped held records the next consumer refused", zap.String("cause", dropCauseNames[cause]), zap.Int("records", n), zap.Error(err))
+	return false
+}
+
+// forget deletes the entries of records that went on or were dropped.
+func (p *stitchProcessor[T]) forget(seqs []custody.Seq) {
+	if p.journal == nil || len(seqs) == 0 {
+		return
+	}
+	if err := p.journal.Release(context.Background(), seqs...); err != nil {
+		p.logger.Warn("Could not delete passed-on records from storage; a crash now would pass them on again", zap.Error(err))
+	}
+}
+
+// refusals are released records the next consumer refused with an error
+// worth retrying (a full queue, a memory limiter): each sweep offers them
+// again before anything newer.
+type refusals[T any] struct {
+	mu      sync.Mutex
+	waiting releases[T]
+	records int
+}
+
+// offer keeps g (of n records) unless limit records already wait.
+func (r *refusals[T]) offer(g outgoing[T], n, limit int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.records+n > limit {
+		return false
+	}
+	r.waiting = append(r.waiting, g)
+	r.records += n
+	return true
+}
+
+// take returns the records waiting for a retry, and forgets them.
+func (r *refusals[T]) take() (releases[T], int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	waiting, n := r.waiting, r.records
+	r.waiting, r.records = nil, 0
+	return waiting, n
 }
 
 // keepPassedOn replaces the entries of records about to be passed on by one
@@ -173,7 +230,8 @@ func (p *stitchProcessor[T]) sweep(flush bool) {
 	counts := p.s.tally.take()
 	p.s.mu.Unlock()
 	p.s.tel.flush(context.Background(), &counts)
-	p.passOn(out)
+	retries, _ := p.refused.take()
+	p.passOn(append(retries, out...))
 	p.s.rules.flushCounts(context.Background(), p.s.tel)
 }
 
@@ -185,10 +243,18 @@ func (p *stitchProcessor[T]) start(ctx context.Context, host component.Host) err
 	return nil
 }
 
-// shutdown flushes the hold: nothing is dropped by this processor.
+// shutdown flushes the hold. Records the next consumer still refuses stay in
+// storage for the next start; without storage they are dropped, counted.
 func (p *stitchProcessor[T]) shutdown(ctx context.Context) error {
 	p.s.unregister(p)
 	p.sweep(true)
+	if left, n := p.refused.take(); n > 0 {
+		if p.journal == nil {
+			p.s.tel.dropped(ctx, dropShutdown, n)
+		}
+		p.logger.Warn("The next consumer refused held records until shutdown",
+			zap.Int("records", n), zap.Int("calls", len(left)), zap.Bool("kept_in_storage", p.journal != nil))
+	}
 	p.release()
 	return p.journal.Close(ctx)
 }

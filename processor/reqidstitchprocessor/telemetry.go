@@ -49,7 +49,18 @@ const (
 	numReasons
 )
 
+// dropCause is why held records the next consumer refused were dropped.
+type dropCause uint8
+
+const (
+	dropRefused dropCause = iota
+	dropRetriesFull
+	dropShutdown
+	numDropCauses
+)
+
 var (
+	dropCauseNames = [numDropCauses]string{"refused", "retries_full", "shutdown"}
 	directionNames = [numDirections]string{"trace_context", "req_id", "gpu", "input_hash", "model_ver"}
 	outcomeNames   = [numOutcomes]string{"bound", "expired", "overflow", "shutdown"}
 	tableNames     = [numTables]string{"requests", "gpu_processes", "rule_keys"}
@@ -86,6 +97,7 @@ type telemetry struct {
 	released [numOutcomes]metric.AddOption
 	evicted  [numTables][numReasons]metric.AddOption
 	ruleHits []metric.AddOption
+	drops    [numDropCauses]metric.AddOption
 }
 
 func newTelemetry(tb *metadata.TelemetryBuilder, rules []RuleConfig) *telemetry {
@@ -100,6 +112,9 @@ func newTelemetry(tb *metadata.TelemetryBuilder, rules []RuleConfig) *telemetry 
 		for r := range numReasons {
 			t.evicted[tb][r] = attrs(attribute.String("table", tableNames[tb]), attribute.String("reason", reasonNames[r]))
 		}
+	}
+	for c := range numDropCauses {
+		t.drops[c] = attrs(attribute.String("cause", dropCauseNames[c]))
 	}
 	for _, r := range rules {
 		t.ruleHits = append(t.ruleHits, attrs(attribute.String("rule", r.Name)))
@@ -140,4 +155,9 @@ func (t *telemetry) flush(ctx context.Context, c *tally) {
 		t.ProcessorReqidstitchTrackedRequests.Add(ctx, c.tracked)
 		c.tracked = 0
 	}
+}
+
+// dropped counts n held records dropped after the next consumer refused them.
+func (t *telemetry) dropped(ctx context.Context, cause dropCause, n int) {
+	t.ProcessorReqidstitchHoldDropped.Add(ctx, int64(n), t.drops[cause])
 }

@@ -27,6 +27,7 @@ type TelemetryBuilder struct {
 	mu                                  sync.Mutex
 	registrations                       []metric.Registration
 	ProcessorReqidstitchEvicted         metric.Int64Counter
+	ProcessorReqidstitchHoldDropped     metric.Int64Counter
 	ProcessorReqidstitchHoldReleased    metric.Int64Counter
 	ProcessorReqidstitchIdentityRemoved metric.Int64Counter
 	ProcessorReqidstitchRecordsDetached metric.Int64Counter
@@ -69,6 +70,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_processor_reqidstitch_evicted",
 		metric.WithDescription("Entries evicted from a bounded table (requests from the binding index, processes from the GPU attribution table, join keys from causal rule state), by table and reason. [Development]"),
 		metric.WithUnit("{entry}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorReqidstitchHoldDropped, err = builder.meter.Int64Counter(
+		"otelcol_processor_reqidstitch_hold_dropped",
+		metric.WithDescription("Held records passed on that the next consumer refused and that were dropped, by cause; records it refuses with an error worth retrying are offered again at each sweep (at most hold::max_records of them) and, with storage, kept there until it takes them. [Development]"),
+		metric.WithUnit("{record}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ProcessorReqidstitchHoldReleased, err = builder.meter.Int64Counter(

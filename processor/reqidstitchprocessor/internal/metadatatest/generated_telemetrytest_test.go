@@ -20,6 +20,7 @@ func TestSetupTelemetry(t *testing.T) {
 	require.NoError(t, err)
 	defer tb.Shutdown()
 	tb.ProcessorReqidstitchEvicted.Add(context.Background(), 1)
+	tb.ProcessorReqidstitchHoldDropped.Add(context.Background(), 1)
 	tb.ProcessorReqidstitchHoldReleased.Add(context.Background(), 1)
 	tb.ProcessorReqidstitchIdentityRemoved.Add(context.Background(), 1)
 	tb.ProcessorReqidstitchRecordsDetached.Add(context.Background(), 1)
@@ -28,6 +29,9 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ProcessorReqidstitchRuleHits.Add(context.Background(), 1)
 	tb.ProcessorReqidstitchTrackedRequests.Add(context.Background(), 1)
 	AssertEqualProcessorReqidstitchEvicted(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualProcessorReqidstitchHoldDropped(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorReqidstitchHoldReleased(t, testTel,
