@@ -15,7 +15,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -124,12 +123,8 @@ func TestProbeCanariesInEveryPlacement(t *testing.T) {
 	neo := neo4jtest.Shared(t)
 	out := t.TempDir()
 	graph, file := filepath.Join(out, "graph.db"), filepath.Join(out, "export.json")
-	col := startCollector(t, "distribution/gateway.yaml", withEdits(onLoopback(t, "file_storage/queues"), func(cfg map[string]any) {
-		keepEveryRequest(cfg)
+	col := startCollector(t, "distribution/gateway.yaml", withEdits(probedGateway(t, lokiURL, tempo), func(cfg map[string]any) {
 		exporters := mapAt(cfg, "exporters")
-		mapAt(exporters, "loki")["endpoint"] = lokiURL
-		tempoCfg := mapAt(exporters, "tempo")
-		tempoCfg["endpoint"], tempoCfg["tls"] = tempo.GRPCEndpoint, map[string]any{"insecure": true}
 		neoCfg := mapAt(exporters, "eventgraph")
 		neoCfg["backend"] = "neo4j"
 		neoCfg["neo4j"] = map[string]any{"uri": neo.URI, "username": neo4jtest.Username, "password": neo.Password}
@@ -196,6 +191,17 @@ func TestProbeCanariesInEveryPlacement(t *testing.T) {
 	t.Logf("%d requests (%d with a log record, %d with a span), %d secrets, checked in %d outputs",
 		len(payloads.logRequests)+len(payloads.spanRequests)-overlap(payloads.logRequests, payloads.spanRequests),
 		len(payloads.logRequests), spans, len(payloads.secrets), len(outputs))
+}
+
+// probedGateway is the shipped gateway on loopback, keeping every request,
+// writing to the Loki fake at lokiURL and to tempo.
+func probedGateway(t *testing.T, lokiURL string, tempo *otlpsink.Sink) func(map[string]any) {
+	return withEdits(onLoopback(t, "file_storage/queues"), keepEveryRequest, func(cfg map[string]any) {
+		exporters := mapAt(cfg, "exporters")
+		mapAt(exporters, "loki")["endpoint"] = lokiURL
+		tempoCfg := mapAt(exporters, "tempo")
+		tempoCfg["endpoint"], tempoCfg["tls"] = tempo.GRPCEndpoint, map[string]any{"insecure": true}
+	})
 }
 
 // neo4jDump is every node's and edge's labels and properties in neo, as text.
@@ -404,21 +410,6 @@ func TestProbeHostileAndForgedIDs(t *testing.T) {
 	}
 }
 
-// get fetches u and returns its status and body.
-func get(t *testing.T, u string) (int, []byte) {
-	t.Helper()
-	resp, err := http.Get(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, body
-}
-
 // TestProbeTenantsAndOversizedRecords sends to the shipped gateway, with Loki
 // and Tempo fakes behind it: records whose resource names their tenant (as
 // the agents set it) and whose own attributes name another, which must never
@@ -429,12 +420,8 @@ func get(t *testing.T, u string) (int, []byte) {
 func TestProbeTenantsAndOversizedRecords(t *testing.T) {
 	loki, lokiURL := startLokiPushes(t)
 	tempo := startSink(t)
-	col := startCollector(t, "distribution/gateway.yaml", withEdits(onLoopback(t, "file_storage/queues"), func(cfg map[string]any) {
-		keepEveryRequest(cfg)
+	col := startCollector(t, "distribution/gateway.yaml", withEdits(probedGateway(t, lokiURL, tempo), func(cfg map[string]any) {
 		exporters := mapAt(cfg, "exporters")
-		mapAt(exporters, "loki")["endpoint"] = lokiURL
-		tempoCfg := mapAt(exporters, "tempo")
-		tempoCfg["endpoint"], tempoCfg["tls"] = tempo.GRPCEndpoint, map[string]any{"insecure": true}
 		mapAt(exporters, "eventgraph")["backend"] = "embedded"
 		mapAt(exporters, "eventgraph", "embedded")["path"] = filepath.Join(t.TempDir(), "graph.db")
 	}))

@@ -112,6 +112,16 @@ func waitForFailing(t *testing.T, base string, want int, count func(reqID string
 
 func getBody(t *testing.T, u string) string {
 	t.Helper()
+	status, body := get(t, u)
+	if status != http.StatusOK {
+		t.Fatalf("GET %s: %d: %s", u, status, body)
+	}
+	return string(body)
+}
+
+// get fetches u and returns its status and body.
+func get(t *testing.T, u string) (int, []byte) {
+	t.Helper()
 	resp, err := http.Get(u)
 	if err != nil {
 		t.Fatal(err)
@@ -121,10 +131,7 @@ func getBody(t *testing.T, u string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s: %s", u, resp.Status, body)
-	}
-	return string(body)
+	return resp.StatusCode, body
 }
 
 func getJSON(t *testing.T, u string, v any) {
