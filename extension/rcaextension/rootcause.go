@@ -465,8 +465,15 @@ func (rk *ranking) project(rate float64) {
 	})
 }
 
-// forEachRequestTerm calls f once for each distinct value a request's events carry.
+// forEachRequestTerm calls f once for each distinct value a request's events
+// carry, but for a model_ver that is only the family of another model_ver of
+// the request: the model asked for (llama3-8b), named where no answer came
+// back, beside the version that answered or failed (llama3-8b-v2.2.0).
 func (rk *ranking) forEachRequestTerm(f func(q int, t dimCode)) {
+	modelDim, ok := rk.dimIndex[golden.ModelVer]
+	if !ok {
+		modelDim = -1
+	}
 	var seen []dimCode
 	for q := range rk.requests {
 		seen = seen[:0]
@@ -477,11 +484,27 @@ func (rk *ranking) forEachRequestTerm(f func(q int, t dimCode)) {
 			for _, t := range rk.eventTerms(int(i)) {
 				if !slices.Contains(seen, t) {
 					seen = append(seen, t)
-					f(q, t)
 				}
 			}
 		}
+		for _, t := range seen {
+			if int(t.dim) != modelDim || !rk.familyOfAnother(t, seen) {
+				f(q, t)
+			}
+		}
 	}
+}
+
+// familyOfAnother reports whether t's value is the model family of another
+// value of its dimension among terms.
+func (rk *ranking) familyOfAnother(t dimCode, terms []dimCode) bool {
+	family := rk.values[t.dim][t.code]
+	for _, u := range terms {
+		if u.dim == t.dim && u.code != t.code && golden.ModelFamily(rk.values[u.dim][u.code]) == family {
+			return true
+		}
+	}
+	return false
 }
 
 // eventsOf are request q's events.
@@ -554,18 +577,29 @@ func (rk *ranking) rankedDims() []string {
 }
 
 // rows are the requests with their values of the ranked dimensions, as the
-// subgroup search reads them.
+// subgroup search reads them. A value only one request carries is left out:
+// it cannot show that failures concentrate under it, and every value named
+// raises the cost of naming any (an identifier such as a response id, one
+// value per request, would drown a cause in a small window).
 func (rk *ranking) rows(rankedDims []string) []rootcause.Row {
 	ranked := map[string]bool{}
 	for _, d := range rankedDims {
 		ranked[d] = true
+	}
+	carriers := map[dimCode]int{}
+	for q := range rk.requests {
+		for d := range rk.dims {
+			if c := rk.code(q, d); c != 0 {
+				carriers[dimCode{int32(d), c}]++
+			}
+		}
 	}
 	rows := make([]rootcause.Row, len(rk.requests))
 	for q := range rk.requests {
 		r := &rows[q]
 		r.Weight, r.Hit = rk.requests[q].weight, rk.requests[q].failed
 		for d, name := range rk.dims {
-			if c := rk.code(q, d); c != 0 && ranked[name] {
+			if c := rk.code(q, d); c != 0 && ranked[name] && carriers[dimCode{int32(d), c}] > 1 {
 				r.Terms = append(r.Terms, rootcause.Term{Dim: name, Value: rk.values[d][c]})
 			}
 		}

@@ -144,6 +144,41 @@ func TestRankNamesTheCauseNotTheSymptoms(t *testing.T) {
 	}
 }
 
+// A small window (a few dozen requests, as a service's first minutes give)
+// whose events carry identifiers, one value per request, and whose failing
+// requests name the model asked for (its family) until the error names the
+// version: the failing version is still named.
+func TestRankASmallWindowWithIdentifiers(t *testing.T) {
+	var events []eventgraph.DimensionEvent
+	for n := range 36 {
+		failed := n%9 < 2
+		version := fmt.Sprintf("chat-13b-r%d", 1+n%2)
+		if failed {
+			version = "chat-13b-r9"
+		}
+		for k, stage := range []string{"api/accept", "llm/complete", "api/respond"} {
+			model := version
+			if failed && k != 1 {
+				model = golden.ModelFamily(version)
+			}
+			e := eventgraph.DimensionEvent{ReqID: fmt.Sprintf("call-%03d", n), Time: benchT0.Add(time.Duration(n)*time.Second + time.Duration(k)*time.Millisecond),
+				RequestFailed: failed, AdjustedCount: 1, Service: "assistant", Host: "node-a", ModelVer: model,
+				Dims: []string{"stage.name=" + stage}}
+			for _, id := range []string{"completion.id", "client.port", "trace.sampled_at", "usage.prompt", "usage.completion", "fingerprint"} {
+				e.Dims = append(e.Dims, fmt.Sprintf("%s=%s-%03d", id, id, n))
+			}
+			if failed && k == 1 {
+				e.EventFailed, e.ReportsError = true, true
+			}
+			events = append(events, e)
+		}
+	}
+	v, err := rankRootCauses(events, defaultRootCause())
+	require.NoError(t, err)
+	require.NotEmpty(t, v.Candidates, "8 failing requests of 36, all on one version")
+	assert.Equal(t, map[string]string{golden.ModelVer: "chat-13b-r9"}, v.Candidates[0].Dimensions)
+}
+
 func TestRankWithoutFailuresOrDimensions(t *testing.T) {
 	v, err := rankRootCauses(nil, defaultRootCause())
 	require.NoError(t, err)
