@@ -325,3 +325,32 @@ func TestDriftComparesVersionsOfOneModel(t *testing.T) {
 	assert.Equal(t, 1, drifts(), "the text model's upgrade lost segment_map")
 	require.NoError(t, lp.Shutdown(context.Background()))
 }
+
+// A canary version served beside the stable one, all its requests failing:
+// its error records carry error fields the stable version's records lack,
+// which is no schema drift of either.
+func TestDriftLeavesErrorRecordsOut(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.Drift.MinRecords = 10
+	sink := new(consumertest.LogsSink)
+	lp, err := NewFactory().CreateLogs(context.Background(), settings(nil), cfg, sink)
+	require.NoError(t, err)
+	record := func(model string, severity plog.SeverityNumber, fields ...string) rec {
+		attrs := map[string]any{"model_ver": model, "stage": "llm/complete", "req_id": "req-1715234890000-abcdef", "tokens_out": "7"}
+		for _, f := range fields {
+			attrs[f] = "x"
+		}
+		return rec{service: "assistant", attrs: attrs, mutateLog: func(lr plog.LogRecord) { lr.SetSeverityNumber(severity) }}
+	}
+	for range 40 {
+		require.NoError(t, lp.ConsumeLogs(context.Background(), makeLogs(t,
+			record("chat-13b-v2.2.0", plog.SeverityNumberError, "error_type", "status_code"),
+			record("chat-13b-v2.1.4", plog.SeverityNumberInfo))))
+	}
+	for _, lr := range logRecords(sink.AllLogs()) {
+		assert.NotEqual(t, golden.SchemaDriftEvent, lr.EventName(), "%v", lr.Attributes().AsRaw())
+		_, marked := lr.Attributes().Get(golden.DriftFieldsLost)
+		assert.False(t, marked, "%v", lr.Attributes().AsRaw())
+	}
+	require.NoError(t, lp.Shutdown(context.Background()))
+}

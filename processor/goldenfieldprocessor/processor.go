@@ -170,8 +170,11 @@ func (p *goldenProcessor) process(r *recordView, signal string, at time.Time, sc
 	c.validator.check(r, sc)
 }
 
+// observeDrift counts a record's fields in its version's schema. Records that
+// report an error stay out: a canary version whose requests all fail writes
+// only error-path fields, which the version serving beside it does not lack.
 func (p *goldenProcessor) observeDrift(r *recordView, signal string, at time.Time, t *tally) {
-	if p.tracker == nil {
+	if p.tracker == nil || r.reportsError {
 		return
 	}
 	ver, ok := r.attrs.Get(golden.ModelVer)
@@ -235,6 +238,7 @@ func (p *goldenProcessor) processLogs(ctx context.Context, ld plog.Logs) (plog.L
 				}
 				p.c.extractBody(lr.Body(), r.attrs, &sc, &t)
 				setSeverity(lr, &t)
+				r.reportsError = lr.SeverityNumber() >= plog.SeverityNumberError
 				p.process(&r, signalLogs, logTime(lr, now), &sc, &t)
 				p.c.redactBody(lr.Body(), &sc, &t)
 				if rules := p.c.validator.logRules; len(rules) > 0 {
@@ -278,11 +282,12 @@ func (p *goldenProcessor) processTraces(ctx context.Context, td ptrace.Traces) (
 			ss.Spans().RemoveIf(func(span ptrace.Span) bool {
 				sc.reset()
 				r = recordView{
-					attrs:     span.Attributes(),
-					service:   service,
-					hasSpanID: !span.SpanID().IsEmpty(),
-					hasEvent:  span.Name() != "",
-					hasStatus: span.Status().Code() != ptrace.StatusCodeUnset,
+					attrs:        span.Attributes(),
+					service:      service,
+					hasSpanID:    !span.SpanID().IsEmpty(),
+					hasEvent:     span.Name() != "",
+					hasStatus:    span.Status().Code() != ptrace.StatusCodeUnset,
+					reportsError: span.Status().Code() == ptrace.StatusCodeError,
 				}
 				p.process(&r, signalTraces, span.StartTimestamp().AsTime(), &sc, &t)
 				p.c.redactSpan(span, &t)

@@ -90,6 +90,9 @@ type recordView struct {
 	service string // from the resource; empty when unset
 	// Fields that live outside the attributes.
 	hasSpanID, hasLevel, hasEvent, hasStatus bool
+	// reportsError is a log record at ERROR or above, or a span with an error
+	// status: its fields are the error path's, not its version's schema.
+	reportsError bool
 }
 
 func (r *recordView) has(name string) bool {
