@@ -247,6 +247,8 @@ type exampleRun struct {
 	emitted  map[string]int
 	exported map[string]*exportedRequest
 	sink     *otlpsink.Sink
+	// rca is the base URL of the collector's root-cause page.
+	rca string
 }
 
 // runExample drives the example service, with the canary failing, through
@@ -267,14 +269,15 @@ func runExample(t *testing.T) exampleRun {
 		"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + col.endpoints["receivers.otlp.protocols.http.endpoint"],
 		"OTEL_BSP_SCHEDULE_DELAY=200", "OTEL_BLRP_SCHEDULE_DELAY=200",
 	})
-	requests := driveService(t, svc.port, 40)
+	requests := driveService(t, svc.port, 80)
 	svc.stop()
 	model.stop()
 	if strings.Contains(svc.out.String(), "Failed to export") {
 		t.Fatalf("the service could not export to the collector:\n%s", svc.out)
 	}
 	waitQuiet(sink, 5*time.Second)
-	return exampleRun{requests: requests, emitted: emittedLogs(t, svc.stdout.String()), exported: exportedByReqID(sink), sink: sink}
+	return exampleRun{requests: requests, emitted: emittedLogs(t, svc.stdout.String()), exported: exportedByReqID(sink), sink: sink,
+		rca: "http://" + col.endpoints["extensions.rca.endpoint"]}
 }
 
 func spanNames(spans []ptrace.Span) []string {
@@ -288,7 +291,8 @@ func spanNames(spans []ptrace.Span) []string {
 
 // TestExampleServiceThroughTheCollector sends the FastAPI example's real
 // telemetry (OpenTelemetry SDK, structlog through the logging bridge,
-// OpenLLMetry and OpenInference spans) through the built collector.
+// OpenLLMetry and OpenInference spans) through the built collector, and asks
+// its rca page for the cause: the canary version, first.
 func TestExampleServiceThroughTheCollector(t *testing.T) {
 	run := runExample(t)
 	var failing, healthyKept int
@@ -351,7 +355,12 @@ func TestExampleServiceThroughTheCollector(t *testing.T) {
 			t.Errorf("%d spans exported without a req_id, e.g. %s", len(unknown.spans), unknown.spans[0].Name())
 		}
 	}
-	t.Logf("%d requests, %d failing (all on %s), %d healthy kept", len(run.requests), failing, canaryVersion, healthyKept)
+	// The page names the injected cause: the canary version, first.
+	ranking := rankAfterDecisions(t, run.rca, failing)
+	if rank := ranking.rankOf(golden.ModelVer, canaryVersion); rank != 1 {
+		t.Errorf("the root-cause ranking puts model_ver=%s at %d, want 1:%s", canaryVersion, rank, ranking)
+	}
+	t.Logf("%d requests, %d failing (all on %s), %d healthy kept; the ranking:%s", len(run.requests), failing, canaryVersion, healthyKept, ranking)
 }
 
 // checkDetached: the background work runs in new traces, linked to its
