@@ -47,6 +47,7 @@ func Dashboards() []Dashboard {
 		{File: "loom-golden-fields.json", builder: goldenFieldQuality()},
 		{File: "loom-sampling.json", builder: sampling()},
 		{File: "loom-pipeline.json", builder: pipelineHealth()},
+		{File: "loom-serving.json", builder: servingEngines()},
 	}
 }
 

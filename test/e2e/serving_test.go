@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,30 +16,9 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
-)
 
-// servingNames are, per engine, metric names the engines' own dashboards
-// query, as the collector's prometheus exporter must serve them again.
-var servingNames = map[string][]string{
-	"vllm": {
-		"vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc", "vllm:num_preemptions_total",
-		"vllm:prompt_tokens_total", "vllm:generation_tokens_total", "vllm:request_success_total",
-		"vllm:time_to_first_token_seconds_bucket", "vllm:time_per_output_token_seconds_bucket", "vllm:e2e_request_latency_seconds_bucket",
-		"vllm:request_queue_time_seconds_bucket", "vllm:request_prefill_time_seconds_bucket", "vllm:request_decode_time_seconds_bucket",
-		"vllm:iteration_tokens_total_bucket",
-	},
-	"tgi": {
-		"tgi_queue_size", "tgi_batch_current_size", "tgi_batch_current_max_tokens", "tgi_request_count", "tgi_request_success", "tgi_request_failure",
-		"tgi_request_duration_bucket", "tgi_request_queue_duration_bucket", "tgi_request_mean_time_per_token_duration_bucket",
-		"tgi_batch_inference_duration_bucket", "tgi_batch_next_size_bucket",
-	},
-	"triton": {
-		"nv_inference_request_success", "nv_inference_request_failure", "nv_inference_count", "nv_inference_exec_count",
-		"nv_inference_queue_duration_us", "nv_inference_compute_infer_duration_us", "nv_inference_pending_request_count",
-		"nv_inference_first_response_histogram_ms_bucket", "nv_trt_llm_request_metrics", "nv_trt_llm_kv_cache_block_metrics",
-		"nv_trt_llm_inflight_batcher_metrics", "nv_gpu_utilization",
-	},
-}
+	"github.com/loom-otel/loom/distribution/grafana"
+)
 
 // mergeConfig deep-merges a config file over cfg, as the collector merges
 // several --config files.
@@ -70,10 +50,16 @@ func mergeConfig(t *testing.T, path string) func(map[string]any) {
 
 // TestServingEngineMetrics serves fixtures of vLLM's, TGI's and Triton's
 // documented /metrics output, scrapes them with the shipped snippet through
-// the built collector, and reads them back from its prometheus exporter.
+// the built collector, and reads them back from its prometheus exporter; a
+// real Prometheus scraping that exporter answers every PromQL target of the
+// serving-engines dashboard.
 func TestServingEngineMetrics(t *testing.T) {
+	prometheusBin, err := exec.LookPath("prometheus")
+	if err != nil {
+		t.Fatal("no prometheus binary: `make test-deps` installs Debian's prometheus package")
+	}
 	targets := map[string]string{}
-	for engine := range servingNames {
+	for engine := range grafana.ServingEngineMetrics {
 		body, err := os.ReadFile(filepath.Join("testdata", "serving", engine+".prom"))
 		if err != nil {
 			t.Fatal(err)
@@ -111,7 +97,7 @@ func TestServingEngineMetrics(t *testing.T) {
 		resp.Body.Close()
 		exposed = string(raw)
 		clear(missing)
-		for engine, names := range servingNames {
+		for engine, names := range grafana.ServingEngineMetrics {
 			for _, name := range names {
 				if !hasSeries(exposed, name, `job="`+engine+`"`) {
 					missing[engine] = append(missing[engine], name)
@@ -136,6 +122,10 @@ func TestServingEngineMetrics(t *testing.T) {
 	if !hasSeries(exposed, "vllm:kv_cache_usage_perc", "0.6342") {
 		t.Errorf("vllm:kv_cache_usage_perc lost its value")
 	}
+
+	prometheus := startPrometheus(t, prometheusBin, map[string][]string{"serving": {exporter}})
+	withData, _ := checkPromQL(t, prometheus, dashboardQueries(t, func(file string) bool { return file == servingDashboard }))
+	t.Logf("%d PromQL targets of %s return data", withData, servingDashboard)
 }
 
 // hasSeries reports whether a line of the exposition starts with name{ or
