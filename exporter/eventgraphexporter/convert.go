@@ -225,10 +225,10 @@ func (r *record) fields(attrs, resource pcommon.Map) {
 	}
 	if dims := r.conv.dims.dims(attrs, resource); len(dims) > 0 {
 		slices.Sort(dims)
-		r.attr(eventgraph.DimsAttr, dims)
+		e.Dims = dims
 	}
 	if v, ok := attrs.Get(golden.SamplingAdjustedCount); ok && v.Type() == pcommon.ValueTypeDouble {
-		r.attr(golden.SamplingAdjustedCount, r.value(v))
+		e.AdjustedCount = r.adjustedCount(v.Double())
 	}
 	if reasons := failure.ReasonTexts(attrs); reasons != nil {
 		for i, reason := range reasons {
@@ -239,6 +239,17 @@ func (r *record) fields(attrs, resource pcommon.Map) {
 			r.attr(eventgraph.SymptomsAttr, symptoms)
 		}
 	}
+}
+
+// adjustedCount is a sampling weight the stores can hold: a NaN or an
+// infinity (which JSON and some stores lack) is counted and left out, as if
+// the record had none.
+func (r *record) adjustedCount(count float64) float64 {
+	if math.IsNaN(count) || math.IsInf(count, 0) {
+		r.stats.sanitized++
+		return 0
+	}
+	return count
 }
 
 // modeled are the attributes the event holds in fields of its own.

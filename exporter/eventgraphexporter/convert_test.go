@@ -85,8 +85,8 @@ func TestConvertLog(t *testing.T) {
 		Attrs: map[string]any{
 			golden.GPUMemMb: 10200.0, golden.LatencyMs: 4200.5, golden.ValidAttr: false,
 			golden.MissingAttr: []string{golden.InputHash}, eventgraph.FieldsAttr: []string{"http.route"},
-			eventgraph.DimsAttr: []string{"http.route=/v1/chat"},
 		},
+		Dims: []string{"http.route=/v1/chat"},
 	}, events[0])
 	assert.Equal(t, convStats{edges: 3}, st, "a cause, an async root and the enclosing span")
 }
@@ -255,12 +255,14 @@ func TestUnsafeValuesAreSanitized(t *testing.T) {
 		lr.Body().SetStr("bad \xff\xfe utf-8")
 		lr.Attributes().PutDouble(golden.LatencyMs, math.NaN())
 		lr.Attributes().PutDouble(golden.Tokens, math.Inf(1))
+		lr.Attributes().PutDouble(golden.SamplingAdjustedCount, math.Inf(1))
 	}))
 	e := events[0]
 	assert.Equal(t, "bad \uFFFD utf-8", e.Message)
 	assert.Equal(t, "NaN", e.Attrs[golden.LatencyMs])
 	assert.Equal(t, "+Inf", e.Attrs[golden.Tokens])
-	assert.Equal(t, 3, st.sanitized)
+	assert.Zero(t, e.AdjustedCount, "a weight that is no number is none")
+	assert.Equal(t, 4, st.sanitized)
 }
 
 func TestBodyOfAnyTypeIsText(t *testing.T) {
@@ -330,9 +332,10 @@ func TestDimensionsAreDiscovered(t *testing.T) {
 	require.Len(t, last, 1)
 	e := last[0]
 	assert.Equal(t, []string{"cloud.region=us-east", "gpu.index=7", "lora.adapter=sql-v1", "prompt.template=tpl-1", "stream=false"},
-		e.Attrs[eventgraph.DimsAttr])
+		e.Dims)
 	assert.Equal(t, []string{"verdict.grade"}, e.Attrs[eventgraph.SymptomsAttr])
-	assert.InDelta(t, 100.0, e.Attrs[golden.SamplingAdjustedCount], 0)
+	assert.InDelta(t, 100.0, e.AdjustedCount, 0)
+	assert.NotContains(t, e.Attrs, golden.SamplingAdjustedCount, "a field, not an attribute")
 }
 
 func TestDimensionNamesAreBounded(t *testing.T) {

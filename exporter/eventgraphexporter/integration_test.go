@@ -187,8 +187,8 @@ func checkReads(t *testing.T, s eventgraph.Store, w *workloadData) {
 // many values first, and so stops being listed, depends on the order the
 // exporter's consumers take batches in.
 func withoutDims(events []eventgraph.Event) []eventgraph.Event {
-	for _, e := range events {
-		delete(e.Attrs, eventgraph.DimsAttr)
+	for i := range events {
+		events[i].Dims = nil
 	}
 	return events
 }

@@ -38,8 +38,8 @@ func openBenchStore(b *testing.B) eventgraph.Store {
 			e := eventgraph.Event{ID: fmt.Sprintf("%032x", n*benchPerRequest+k), ReqID: id, Service: services[k%5],
 				Stage: services[k%5] + "/step", Time: at.Add(time.Duration(k) * time.Millisecond), TraceID: fmt.Sprintf("t%d", n),
 				ModelVer: "model-v1", InputHash: fmt.Sprintf("%08x", n%5000),
-				Attrs: map[string]any{"resource_usage.latency_ms": float64(k), eventgraph.FieldsAttr: []string{"a.b", "c.d"},
-					eventgraph.DimsAttr: []string{fmt.Sprintf("region=r%d", n%4), fmt.Sprintf("adapter=a%d", n%7)}}}
+				Dims:  []string{fmt.Sprintf("region=r%d", n%4), fmt.Sprintf("adapter=a%d", n%7)},
+				Attrs: map[string]any{"resource_usage.latency_ms": float64(k), eventgraph.FieldsAttr: []string{"a.b", "c.d"}}}
 			if k%2 == 0 {
 				e.Kind, e.SpanID, e.End = eventgraph.KindSpan, fmt.Sprintf("s%d", k), e.Time.Add(5*time.Millisecond)
 			} else {

@@ -240,6 +240,12 @@ func viewEvent(e *eventgraph.Event) eventView {
 	if e.SeverityNumber != 0 {
 		attrs[severityNumberKey] = e.SeverityNumber
 	}
+	if len(e.Dims) > 0 {
+		attrs[eventgraph.DimsAttr] = e.Dims
+	}
+	if e.AdjustedCount != 0 {
+		attrs[golden.SamplingAdjustedCount] = e.AdjustedCount
+	}
 	v := eventView{EventID: e.ID, Time: e.Time, Service: e.Service, Stage: e.Stage, Kind: string(e.Kind), Name: e.Name,
 		Message: e.Message, Failed: e.Failed, Attributes: attrs}
 	if !e.End.IsZero() {

@@ -118,6 +118,8 @@ func TestAPIRequest(t *testing.T) {
 	assert.Equal(t, "POST /v1/chat", got.Events[0].Name)
 	assert.Equal(t, "llama3-8b-v2.3.2", got.Events[4].Attributes["model_ver"])
 	assert.Equal(t, 10200.0, got.Events[4].Attributes["resource_usage.gpu_mem_mb"])
+	assert.Equal(t, []any{"lora.adapter=sql-v1", "region=eu-west"}, got.Events[4].Attributes["eventgraph.dims"],
+		"an event's dimensions show under their attribute's name")
 	assert.Equal(t, "upstream timeout", got.Events[5].Message)
 	assert.Contains(t, got.Edges, struct{ From, To, Type, Rule string }{storetest.ID(4), storetest.ID(5), "CAUSED", "cache_miss_trigger_inference"})
 	assert.Contains(t, got.Edges, struct{ From, To, Type, Rule string }{storetest.ID(7), storetest.ID(1), "ASYNC_OF", ""})

@@ -216,10 +216,9 @@ func TestAPIRootCause(t *testing.T) {
 	for i, d := range dims {
 		e := eventgraph.Event{ID: fmt.Sprintf("%032x", i+1), Kind: eventgraph.KindLog, Time: d.Time,
 			ReqID: d.ReqID, Service: d.Service, Host: d.Host, ModelVer: d.ModelVer, InputHash: d.InputHash,
-			Failed: d.EventFailed,
-			Attrs:  map[string]any{eventgraph.DimsAttr: d.Dims, golden.SamplingAdjustedCount: d.AdjustedCount}}
+			Failed: d.EventFailed, Dims: d.Dims, AdjustedCount: d.AdjustedCount}
 		if d.Failure != nil {
-			e.Attrs[failure.ReasonsAttr], e.Attrs[eventgraph.SymptomsAttr] = d.Failure.Reasons, d.Failure.Symptoms
+			e.Attrs = map[string]any{failure.ReasonsAttr: d.Failure.Reasons, eventgraph.SymptomsAttr: d.Failure.Symptoms}
 		}
 		if d.ReportsError {
 			e.SeverityNumber = 17

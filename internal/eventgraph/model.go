@@ -54,6 +54,13 @@ type Event struct {
 	AsyncOf string  // stitch.async_of: the event.id of the primary root span, on detached work
 	Causes  []Cause // causal.parents with causal.rules; stores return them sorted
 
+	// Dims are the record's dimensions as DimsAttr names them; AdjustedCount
+	// its sampling.adjusted_count, 0 where it had none. Root-cause ranking
+	// reads both from every event of a window, so stores keep them apart
+	// from Attrs, which hold neither.
+	Dims          []string
+	AdjustedCount float64
+
 	// Attrs are the record's other golden facts: resource_usage.* numbers,
 	// golden.valid, golden.missing, golden.invalid, golden.derived, the schema
 	// drift mark, error.type and the request's failure reasons as text
@@ -76,13 +83,14 @@ const FieldsAttr = "eventgraph.fields"
 // MaxFields bounds the names FieldsAttr lists.
 const MaxFields = 64
 
-// DimsAttr lists, on an event, the record and resource attributes that are
-// dimensions failures can share, as "name=value": the ones whose values stay
-// few (a model, a region, a LoRA adapter; not an id or a count). At most
-// MaxDims, sorted.
+// DimsAttr is the name of an event's Dims, where it shows as an attribute
+// (a Neo4j property, the rca API): the record and resource attributes that
+// are dimensions failures can share, as "name=value", the ones whose values
+// stay few (a model, a region, a LoRA adapter; not an id or a count). At
+// most MaxDims, sorted.
 const DimsAttr = "eventgraph.dims"
 
-// MaxDims bounds the values DimsAttr lists.
+// MaxDims bounds an event's Dims.
 const MaxDims = 32
 
 // SymptomsAttr lists, on a failed request's event, the attributes its failure
@@ -239,7 +247,7 @@ type DimensionEvent struct {
 	AdjustedCount float64
 
 	ModelVer, InputHash, Service, Host, GPU string
-	// Dims are the event's other low-cardinality attributes (DimsAttr).
+	// Dims are the event's other low-cardinality attributes (Event.Dims).
 	// Stores may share them between events: read them, never change them.
 	Dims []string
 	// Failure is what the event tells of its request's failure when it

@@ -50,7 +50,7 @@ RETURN e.req_id, e.time, e.end_time, coalesce(r.failed, false), coalesce(e.faile
   coalesce(e.severity_number, 0) >= ` + strconv.Itoa(eventgraph.ErrorSeverity) + ` OR coalesce(e.` + propStatus + `, '') = 'error',
   e.` + golden.ModelVer + `, e.` + golden.InputHash + `,
   e.` + propService + `, e.` + propHost + `, e.` + propGPU + `,
-  e.` + "`" + golden.SamplingAdjustedCount + "`" + `, e.` + "`" + eventgraph.DimsAttr + "`" + `,
+  e.` + "`" + propAdjustedCount + "`" + `, e.` + "`" + propDims + "`" + `,
   CASE WHEN e.failed THEN e.` + "`" + eventgraph.SymptomsAttr + "`" + ` END,
   CASE WHEN e.failed AND r.failed THEN e.` + "`" + failure.ReasonsAttr + "`" + ` END,
   CASE WHEN e.failed AND r.failed THEN [(:Event)-[x:CAUSED]->(e) | x.rule] END
@@ -223,8 +223,10 @@ func toEvent(props map[string]any) eventgraph.Event {
 	if n, ok := props[propSeverityNumber].(int64); ok {
 		e.SeverityNumber = int32(n)
 	}
+	e.Dims = strs(props[propDims])
+	e.AdjustedCount, _ = props[propAdjustedCount].(float64)
 	for k, v := range props {
-		if !isAttr(k) {
+		if !isAttr(k) || k == propDims || k == propAdjustedCount {
 			continue
 		}
 		if e.Attrs == nil {

@@ -210,6 +210,10 @@ const (
 	propParentSpanID   = "parent_span_id"
 	propSpanKey        = "span_key"
 	propParentKey      = "parent_key"
+	// Dims and AdjustedCount keep the names they have as attributes: graphs
+	// written before they were fields read the same.
+	propDims          = eventgraph.DimsAttr
+	propAdjustedCount = golden.SamplingAdjustedCount
 )
 
 func eventRow(e *eventgraph.Event) map[string]any {
@@ -236,6 +240,12 @@ func eventRow(e *eventgraph.Event) map[string]any {
 	}
 	for k, v := range e.Attrs {
 		props[k] = v
+	}
+	if len(e.Dims) > 0 {
+		props[propDims] = e.Dims
+	}
+	if e.AdjustedCount != 0 {
+		props[propAdjustedCount] = e.AdjustedCount
 	}
 	row := map[string]any{
 		"id":       e.ID,

@@ -404,7 +404,7 @@ func scanEvents(rows *sql.Rows) ([]eventgraph.Event, error) {
 			}
 			e.Attrs = attrs
 		}
-		if err := restoreRankedColumns(&e, dims, weight); err != nil {
+		if err := readRankedFields(&e, dims, weight); err != nil {
 			return nil, err
 		}
 		out = append(out, e)
@@ -412,24 +412,30 @@ func scanEvents(rows *sql.Rows) ([]eventgraph.Event, error) {
 	return out, rows.Err()
 }
 
-// restoreRankedColumns puts back into the event's attributes those the
-// writer stored in columns of their own.
-func restoreRankedColumns(e *eventgraph.Event, dims sql.NullString, weight sql.NullFloat64) error {
-	if !dims.Valid && !weight.Valid {
-		return nil
+// readRankedFields sets the event's Dims and AdjustedCount from their
+// columns or, where a column is NULL on an event written before it existed
+// (see addRankedColumns), from its attributes, which then hold them no more.
+func readRankedFields(e *eventgraph.Event, dims sql.NullString, weight sql.NullFloat64) error {
+	if list, ok := e.Attrs[eventgraph.DimsAttr].([]string); ok {
+		e.Dims = list
+		delete(e.Attrs, eventgraph.DimsAttr)
 	}
-	if e.Attrs == nil {
-		e.Attrs = map[string]any{}
+	if count, ok := e.Attrs[golden.SamplingAdjustedCount].(float64); ok {
+		e.AdjustedCount = count
+		delete(e.Attrs, golden.SamplingAdjustedCount)
+	}
+	if len(e.Attrs) == 0 {
+		e.Attrs = nil
 	}
 	if dims.Valid {
 		list, err := stringList(dims.String)
 		if err != nil {
 			return fmt.Errorf("sqlitestore: dimensions of event %s: %w", e.ID, err)
 		}
-		e.Attrs[eventgraph.DimsAttr] = list
+		e.Dims = list
 	}
 	if weight.Valid {
-		e.Attrs[golden.SamplingAdjustedCount] = weight.Float64
+		e.AdjustedCount = weight.Float64
 	}
 	return nil
 }

@@ -110,13 +110,13 @@ func (s *Store) Close(context.Context) error { return errors.Join(s.reader.Close
 func (s *Store) DB() *sql.DB { return s.db }
 
 // addRankedColumns adds the columns dims and adjusted_count to a file
-// written before they existed. They hold apart from attrs the two
-// attributes that every root-cause ranking reads from every event of its
-// window (eventgraph.dims and sampling.adjusted_count): a json_extract per
-// event and attribute was a third of a ranking's read time. The file's
-// older events keep them in attrs: read back whole, they are unchanged;
-// ranked, they count with no discovered dimension and weight 1 until they
-// age out of the windows people rank.
+// written before they existed. They hold an event's Dims and AdjustedCount,
+// which every root-cause ranking reads from every event of its window:
+// a json_extract per event and attribute was a third of a ranking's read
+// time. The file's older events keep them in attrs (eventgraph.dims and
+// sampling.adjusted_count): read back whole, they are unchanged; ranked,
+// they count with no discovered dimension and weight 1 until they age out
+// of the windows people rank.
 func addRankedColumns(ctx context.Context, db *sql.DB) error {
 	rows, err := db.QueryContext(ctx, `SELECT name FROM pragma_table_info('events')`)
 	if err != nil {

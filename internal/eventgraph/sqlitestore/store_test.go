@@ -11,7 +11,6 @@ import (
 
 	"github.com/loom-otel/loom/internal/eventgraph"
 	"github.com/loom-otel/loom/internal/eventgraph/storetest"
-	"github.com/loom-otel/loom/internal/golden"
 )
 
 func open(t *testing.T, opts Options) *Store {
@@ -138,10 +137,12 @@ func TestOpenUpgradesAFileWithoutRankedColumns(t *testing.T) {
 	old, err := s.Timeline(ctx, "req-old")
 	require.NoError(t, err)
 	require.Len(t, old, 1)
-	assert.Equal(t, map[string]any{eventgraph.DimsAttr: []string{"region=eu"}, golden.SamplingAdjustedCount: 100.0}, old[0].Attrs)
+	assert.Equal(t, []string{"region=eu"}, old[0].Dims)
+	assert.Equal(t, 100.0, old[0].AdjustedCount)
+	assert.Nil(t, old[0].Attrs, "the attributes that are fields now are fields only")
 
 	require.NoError(t, s.Write(ctx, []eventgraph.Event{{ID: storetest.ID(2), Kind: eventgraph.KindLog, Time: storetest.T0, ReqID: "req-new",
-		Attrs: map[string]any{eventgraph.DimsAttr: []string{"region=us"}, golden.SamplingAdjustedCount: 10.0}}}))
+		Dims: []string{"region=us"}, AdjustedCount: 10.0}}))
 	got, _, err := s.DimensionEvents(ctx, storetest.T0, storetest.T0.Add(time.Second), 10)
 	require.NoError(t, err)
 	require.Len(t, got, 2)
@@ -152,6 +153,14 @@ func TestOpenUpgradesAFileWithoutRankedColumns(t *testing.T) {
 	var inAttrs int
 	require.NoError(t, s.DB().QueryRowContext(ctx, `SELECT count(*) FROM events WHERE json_extract(attrs, '$."eventgraph.dims"') IS NOT NULL`).Scan(&inAttrs))
 	assert.Equal(t, 1, inAttrs, "new events keep their dimensions in the column only")
+
+	rewritten := old[0]
+	rewritten.Dims, rewritten.AdjustedCount = []string{"region=ap"}, 0
+	require.NoError(t, s.Write(ctx, []eventgraph.Event{rewritten}))
+	old, err = s.Timeline(ctx, "req-old")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"region=ap"}, old[0].Dims, "a column written since is read before the attribute")
+	assert.Equal(t, 100.0, old[0].AdjustedCount, "a column still NULL leaves the attribute")
 }
 
 // TestPageCachesAreBounded: the page caches live outside the Go heap, one

@@ -6,10 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
-	"maps"
 
 	"github.com/loom-otel/loom/internal/eventgraph"
-	"github.com/loom-otel/loom/internal/golden"
 )
 
 // An event written again (a retry, a replay, the same record enriched) is
@@ -127,10 +125,12 @@ func writeEvents(ctx context.Context, tx *sql.Tx, events []eventgraph.Event) (re
 
 // appendEventArgs appends the event's row, in the order of upsertEvent's columns.
 func appendEventArgs(args []any, e *eventgraph.Event) ([]any, error) {
-	attrs, dims, weight, err := encodeAttrs(e.Attrs)
+	attrs, err := asJSON(e.Attrs, len(e.Attrs))
 	if err != nil {
 		return nil, eventgraph.Permanent(fmt.Errorf("sqlitestore: event %s: %w", e.ID, err))
 	}
+	// A list of strings always encodes.
+	dims, _ := asJSON(e.Dims, len(e.Dims))
 	var end any
 	if !e.End.IsZero() {
 		end = e.End.UnixNano()
@@ -143,7 +143,7 @@ func appendEventArgs(args []any, e *eventgraph.Event) ([]any, error) {
 		null(e.ReqID), null(e.Stage), null(e.ModelVer), null(e.InputHash), null(e.Service), null(e.Host), null(e.GPU),
 		severity, null(e.SeverityText), null(e.Status), e.Failed, null(e.Name), null(e.Message),
 		null(e.TraceID), null(e.SpanID), null(e.ParentSpanID), spanKey(e.SpanKey()), spanKey(e.ParentKey()),
-		null(e.AsyncOf), attrs, dims, weight), nil
+		null(e.AsyncOf), attrs, dims, weight(e.AdjustedCount)), nil
 }
 
 func writeRequests(ctx context.Context, tx *sql.Tx, requests []eventgraph.Request) error {
@@ -178,32 +178,22 @@ func spanKey(key string) any {
 	return int64(h.Sum64())
 }
 
-// encodeAttrs returns the attributes as JSON, less the two that have their
-// own columns (see addRankedColumns), which it returns apart.
-func encodeAttrs(attrs map[string]any) (rest, dims, weight any, err error) {
-	list, hasDims := attrs[eventgraph.DimsAttr].([]string)
-	count, hasWeight := attrs[golden.SamplingAdjustedCount].(float64)
-	if hasDims || hasWeight {
-		attrs = maps.Clone(attrs)
+// asJSON returns v, a map or list of the given length, as JSON text; NULL when it is empty.
+func asJSON(v any, length int) (any, error) {
+	if length == 0 {
+		return nil, nil
 	}
-	if hasDims {
-		delete(attrs, eventgraph.DimsAttr)
-		b, err := json.Marshal(list)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		dims = string(b)
-	}
-	if hasWeight {
-		delete(attrs, golden.SamplingAdjustedCount)
-		weight = count
-	}
-	if len(attrs) == 0 {
-		return nil, dims, weight, nil
-	}
-	b, err := json.Marshal(attrs)
+	b, err := json.Marshal(v)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
-	return string(b), dims, weight, nil
+	return string(b), nil
+}
+
+// weight is the stored sampling weight: NULL when the record had none.
+func weight(adjustedCount float64) any {
+	if adjustedCount == 0 {
+		return nil
+	}
+	return adjustedCount
 }

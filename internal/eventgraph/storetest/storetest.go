@@ -54,8 +54,8 @@ func Fixture() []eventgraph.Event {
 			ModelVer: "llama3-8b-v2.3.2", InputHash: "f7a1b2c3", Service: "model", Host: "node-b", GPU: "GPU-0", Failed: true,
 			Name: "model/forward", Status: "unset", TraceID: "t1", SpanID: "s3", ParentSpanID: "s1",
 			Causes: []eventgraph.Cause{{EventID: ID(4), Type: "triggered", Rule: "cache_miss_trigger_inference"}},
-			Attrs: map[string]any{golden.GPUMemMb: 10200.0, golden.ValidAttr: true,
-				eventgraph.DimsAttr: []string{"lora.adapter=sql-v1", "region=eu-west"}}},
+			Dims:   []string{"lora.adapter=sql-v1", "region=eu-west"},
+			Attrs:  map[string]any{golden.GPUMemMb: 10200.0, golden.ValidAttr: true}},
 		{ID: ID(6), Kind: eventgraph.KindLog, Time: at(830 * ms), ReqID: ReqFailing, Stage: "postproc/filter", Service: "postproc",
 			Host: "node-a", SeverityNumber: 17, SeverityText: "ERROR", Failed: true, Message: "upstream timeout",
 			Attrs: map[string]any{"error.type": "timeout", golden.MissingAttr: []string{golden.ModelVer, golden.InputHash},
@@ -69,8 +69,7 @@ func Fixture() []eventgraph.Event {
 
 		{ID: ID(11), Kind: eventgraph.KindSpan, Time: at(2000 * ms), End: at(2500 * ms), ReqID: ReqHealthy, Stage: "model/forward",
 			ModelVer: "llama3-8b-v2.3.1", Service: "gateway", Host: "node-b", GPU: "GPU-1", Name: "model/forward", Status: "ok",
-			TraceID: "t3", SpanID: "s5", Attrs: map[string]any{golden.SamplingAdjustedCount: 100.0,
-				eventgraph.DimsAttr: []string{"lora.adapter=none", "region=eu-west"}}},
+			TraceID: "t3", SpanID: "s5", AdjustedCount: 100, Dims: []string{"lora.adapter=none", "region=eu-west"}},
 		{ID: ID(12), Kind: eventgraph.KindLog, Time: at(2100 * ms), ReqID: ReqHealthy, Stage: "model/forward", Service: "gateway",
 			Host: "node-b", SeverityNumber: 9, SeverityText: "INFO", Message: "forward done", TraceID: "t3", SpanID: "s5"},
 
@@ -300,7 +299,7 @@ func testMergeKeepsValues(t *testing.T, s eventgraph.Backend) {
 	full := Fixture()[4]
 	write(t, s, full)
 	partial := eventgraph.Event{ID: full.ID, Kind: full.Kind, Time: full.Time, ReqID: full.ReqID, Failed: full.Failed,
-		Attrs: map[string]any{golden.Tokens: 42.0}}
+		AdjustedCount: 4, Attrs: map[string]any{golden.Tokens: 42.0}}
 	write(t, s, partial)
 	got, err := s.Timeline(context.Background(), full.ReqID)
 	require.NoError(t, err)
@@ -308,6 +307,7 @@ func testMergeKeepsValues(t *testing.T, s eventgraph.Backend) {
 	want := full
 	want.Attrs = maps.Clone(full.Attrs)
 	want.Attrs[golden.Tokens] = 42.0
+	want.AdjustedCount = 4
 	assert.Equal(t, want, got[0])
 }
 
@@ -346,12 +346,8 @@ func referenceDimensionEvents(events []eventgraph.Event, from, to time.Time) []e
 			continue
 		}
 		d := eventgraph.DimensionEvent{ReqID: e.ReqID, Time: e.Time, End: e.End, RequestFailed: failed[e.ReqID], EventFailed: e.Failed,
-			ReportsError: e.ReportsError(), AdjustedCount: 1,
-			ModelVer: e.ModelVer, InputHash: e.InputHash, Service: e.Service, Host: e.Host, GPU: e.GPU}
-		if w, ok := e.Attrs[golden.SamplingAdjustedCount].(float64); ok {
-			d.AdjustedCount = w
-		}
-		d.Dims, _ = e.Attrs[eventgraph.DimsAttr].([]string)
+			ReportsError: e.ReportsError(), AdjustedCount: max(e.AdjustedCount, 1),
+			ModelVer: e.ModelVer, InputHash: e.InputHash, Service: e.Service, Host: e.Host, GPU: e.GPU, Dims: e.Dims}
 		if e.Failed && d.RequestFailed {
 			f := &eventgraph.EventFailure{}
 			f.Symptoms, _ = e.Attrs[eventgraph.SymptomsAttr].([]string)
@@ -436,8 +432,8 @@ func testHostileStrings(t *testing.T, s eventgraph.Backend) {
 		events = append(events, eventgraph.Event{
 			ID: ID(100 + i), Kind: eventgraph.KindLog, Time: T0.Add(time.Duration(i) * time.Second), ReqID: h, Stage: h,
 			ModelVer: h, InputHash: h, Service: h, Host: h, GPU: h, SeverityText: h, Message: h, SeverityNumber: 9,
-			Causes: []eventgraph.Cause{{EventID: ID(200 + i), Type: h, Rule: h}},
-			Attrs:  map[string]any{golden.MissingAttr: []string{h}, "error.type": h},
+			Causes: []eventgraph.Cause{{EventID: ID(200 + i), Type: h, Rule: h}}, Dims: []string{"dim=" + h},
+			Attrs: map[string]any{golden.MissingAttr: []string{h}, "error.type": h},
 		})
 	}
 	write(t, s, events...)
@@ -450,7 +446,7 @@ func testHostileStrings(t *testing.T, s eventgraph.Backend) {
 	require.NoError(t, err)
 	assert.Len(t, dims, len(Hostile))
 	assert.Contains(t, dims, eventgraph.DimensionEvent{ReqID: Hostile[3], Time: T0.Add(3 * time.Second), AdjustedCount: 1, ModelVer: Hostile[3],
-		InputHash: Hostile[3], Service: Hostile[3], Host: Hostile[3], GPU: Hostile[3]})
+		InputHash: Hostile[3], Service: Hostile[3], Host: Hostile[3], GPU: Hostile[3], Dims: []string{"dim=" + Hostile[3]}})
 	_, err = s.Neighbourhood(ctx, Hostile[3], 1)
 	assert.ErrorIs(t, err, eventgraph.ErrNotFound)
 }
