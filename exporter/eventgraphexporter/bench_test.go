@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
 	"testing"
@@ -152,23 +153,67 @@ func warmUp(b *testing.B, srv *neo4jtest.Server, events []eventgraph.Event) {
 	}
 }
 
-// BenchmarkEmbeddedWrite writes the workload's events into the embedded store
-// the way the exporter does: one transaction per batch. One operation writes
-// 8192 new events.
+// BenchmarkEmbeddedWrite writes the workload's events into the embedded
+// store: one transaction per event (baseline) or per batch of 8192, as the
+// exporter's writer does. One operation writes 8192 new events into a store
+// of its own that grows from empty; the figures per event are the write's
+// alone, the events' making excluded.
 func BenchmarkEmbeddedWrite(b *testing.B) {
 	events := workloadEvents(b)
-	s, err := sqlitestore.Open(context.Background(), filepath.Join(b.TempDir(), "graph.db"), sqlitestore.Options{})
-	require.NoError(b, err)
-	defer func() { _ = s.Close(context.Background()) }()
-	n := 0
-	for b.Loop() {
-		b.StopTimer()
-		batch := eventsForOp(events, n, embeddedOpEvents)
-		n++
-		b.StartTimer()
-		require.NoError(b, s.Write(context.Background(), batch))
+	for _, bc := range []struct {
+		name  string
+		write func(s *sqlitestore.Store, events []eventgraph.Event) error
+	}{
+		{"baseline-one-write-per-event", func(s *sqlitestore.Store, events []eventgraph.Event) error {
+			for i := range events {
+				if err := s.Write(context.Background(), events[i:i+1]); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+		{"batched", func(s *sqlitestore.Store, events []eventgraph.Event) error {
+			return s.Write(context.Background(), events)
+		}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			s, err := sqlitestore.Open(context.Background(), filepath.Join(b.TempDir(), "graph.db"), sqlitestore.Options{})
+			require.NoError(b, err)
+			defer func() { _ = s.Close(context.Background()) }()
+			var mem allocMeter
+			n := 0
+			for b.Loop() {
+				b.StopTimer()
+				batch := eventsForOp(events, n, embeddedOpEvents)
+				n++
+				mem.start()
+				b.StartTimer()
+				require.NoError(b, bc.write(s, batch))
+				b.StopTimer()
+				mem.stop()
+				b.StartTimer()
+			}
+			written := float64(n * embeddedOpEvents)
+			b.ReportMetric(written/b.Elapsed().Seconds(), "events/s")
+			b.ReportMetric(float64(mem.allocs)/written, "allocs/event")
+			b.ReportMetric(float64(mem.bytes)/written, "B/event")
+		})
 	}
-	b.ReportMetric(float64(n*embeddedOpEvents)/b.Elapsed().Seconds(), "events/s")
+}
+
+// allocMeter sums the heap allocations between its starts and stops.
+type allocMeter struct {
+	before        runtime.MemStats
+	allocs, bytes uint64
+}
+
+func (m *allocMeter) start() { runtime.ReadMemStats(&m.before) }
+
+func (m *allocMeter) stop() {
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	m.allocs += after.Mallocs - m.before.Mallocs
+	m.bytes += after.TotalAlloc - m.before.TotalAlloc
 }
 
 // timelineEvents is the size of the store the timeline benchmark queries.
