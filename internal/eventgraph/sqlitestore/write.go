@@ -3,7 +3,6 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"hash/fnv"
 
@@ -101,9 +100,10 @@ func writeEvents(ctx context.Context, tx *sql.Tx, events []eventgraph.Event) (re
 	}
 	defer func() { _ = cause.Close() }()
 	args := make([]any, 0, 26)
+	var enc jsonEncoder
 	for i := range events {
 		e := &events[i]
-		if args, err = appendEventArgs(args[:0], e); err != nil {
+		if args, err = appendEventArgs(args[:0], e, &enc); err != nil {
 			return nil, err
 		}
 		res, err := event.ExecContext(ctx, args...)
@@ -124,13 +124,12 @@ func writeEvents(ctx context.Context, tx *sql.Tx, events []eventgraph.Event) (re
 }
 
 // appendEventArgs appends the event's row, in the order of upsertEvent's columns.
-func appendEventArgs(args []any, e *eventgraph.Event) ([]any, error) {
-	attrs, err := asJSON(e.Attrs, len(e.Attrs))
+func appendEventArgs(args []any, e *eventgraph.Event, enc *jsonEncoder) ([]any, error) {
+	attrs, err := enc.attrs(e.Attrs)
 	if err != nil {
 		return nil, eventgraph.Permanent(fmt.Errorf("sqlitestore: event %s: %w", e.ID, err))
 	}
-	// A list of strings always encodes.
-	dims, _ := asJSON(e.Dims, len(e.Dims))
+	dims := enc.list(e.Dims)
 	var end any
 	if !e.End.IsZero() {
 		end = e.End.UnixNano()
@@ -176,18 +175,6 @@ func spanKey(key string) any {
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(key))
 	return int64(h.Sum64())
-}
-
-// asJSON returns v, a map or list of the given length, as JSON text; NULL when it is empty.
-func asJSON(v any, length int) (any, error) {
-	if length == 0 {
-		return nil, nil
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	return string(b), nil
 }
 
 // weight is the stored sampling weight: NULL when the record had none.
