@@ -52,6 +52,7 @@ type Store struct {
 	// db writes (one connection); reads go through reader.
 	db     *sql.DB
 	reader *sql.DB
+	writes writeStatements
 	opts   Options
 	// mu serializes writes and pruning: SQLite has one writer, and waiting here is cheaper than on its lock.
 	mu sync.Mutex
@@ -85,12 +86,17 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("sqlitestore: upgrade schema in %s: %w", path, err)
 	}
+	writes, err := prepareWrites(ctx, db)
+	if err != nil {
+		_ = db.Close()
+		return nil, err
+	}
 	reader, err := openPool(dsn+"&_pragma=query_only(1)", readerCacheKiB, maxReadConns)
 	if err != nil {
 		_ = db.Close()
 		return nil, err
 	}
-	return &Store{db: db, reader: reader, opts: opts}, nil
+	return &Store{db: db, reader: reader, writes: writes, opts: opts}, nil
 }
 
 func openPool(dsn string, cacheKiB, conns int) (*sql.DB, error) {
@@ -104,7 +110,9 @@ func openPool(dsn string, cacheKiB, conns int) (*sql.DB, error) {
 }
 
 // Close closes the file.
-func (s *Store) Close(context.Context) error { return errors.Join(s.reader.Close(), s.db.Close()) }
+func (s *Store) Close(context.Context) error {
+	return errors.Join(s.writes.close(), s.reader.Close(), s.db.Close())
+}
 
 // DB is the underlying database, for tests and tools that inspect the file.
 func (s *Store) DB() *sql.DB { return s.db }

@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"hash/fnv"
 
@@ -59,6 +60,36 @@ ON CONFLICT (req_id) DO UPDATE SET
 	first_ns = min(first_ns, excluded.first_ns),
 	last_ns = max(last_ns, excluded.last_ns)`
 
+// writeStatements are prepared once, on the one writing connection:
+// prepared for every write, they took a third of a one-event write's time.
+type writeStatements struct {
+	event, cause, request *sql.Stmt
+}
+
+func prepareWrites(ctx context.Context, db *sql.DB) (writeStatements, error) {
+	var w writeStatements
+	var err error
+	for _, prepare := range []struct {
+		stmt  **sql.Stmt
+		query string
+	}{{&w.event, upsertEvent}, {&w.cause, insertCause}, {&w.request, upsertRequest}} {
+		if *prepare.stmt, err = db.PrepareContext(ctx, prepare.query); err != nil {
+			return w, errors.Join(fmt.Errorf("sqlitestore: prepare: %w", err), w.close())
+		}
+	}
+	return w, nil
+}
+
+func (w writeStatements) close() error {
+	var errs []error
+	for _, stmt := range []*sql.Stmt{w.event, w.cause, w.request} {
+		if stmt != nil {
+			errs = append(errs, stmt.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // Write upserts the events, their causes and their requests in one transaction.
 func (s *Store) Write(ctx context.Context, events []eventgraph.Event) error {
 	s.mu.Lock()
@@ -68,11 +99,11 @@ func (s *Store) Write(ctx context.Context, events []eventgraph.Event) error {
 		return fmt.Errorf("sqlitestore: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }() // a no-op after Commit
-	refused, err := writeEvents(ctx, tx, events)
+	refused, err := writeEvents(ctx, tx.StmtContext(ctx, s.writes.event), tx.StmtContext(ctx, s.writes.cause), events)
 	if err != nil {
 		return err
 	}
-	if err := writeRequests(ctx, tx, eventgraph.Requests(eventgraph.Without(events, refused))); err != nil {
+	if err := writeRequests(ctx, tx.StmtContext(ctx, s.writes.request), eventgraph.Requests(eventgraph.Without(events, refused))); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
@@ -88,17 +119,7 @@ func (s *Store) Write(ctx context.Context, events []eventgraph.Event) error {
 
 // writeEvents upserts the events and their causes, and returns the
 // positions of those the upsert refused (another request holds their id).
-func writeEvents(ctx context.Context, tx *sql.Tx, events []eventgraph.Event) (refused []int, err error) {
-	event, err := tx.PrepareContext(ctx, upsertEvent)
-	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: prepare: %w", err)
-	}
-	defer func() { _ = event.Close() }()
-	cause, err := tx.PrepareContext(ctx, insertCause)
-	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: prepare: %w", err)
-	}
-	defer func() { _ = cause.Close() }()
+func writeEvents(ctx context.Context, event, cause *sql.Stmt, events []eventgraph.Event) (refused []int, err error) {
 	args := make([]any, 0, 26)
 	var enc jsonEncoder
 	for i := range events {
@@ -145,12 +166,7 @@ func appendEventArgs(args []any, e *eventgraph.Event, enc *jsonEncoder) ([]any, 
 		null(e.AsyncOf), attrs, dims, weight(e.AdjustedCount)), nil
 }
 
-func writeRequests(ctx context.Context, tx *sql.Tx, requests []eventgraph.Request) error {
-	stmt, err := tx.PrepareContext(ctx, upsertRequest)
-	if err != nil {
-		return fmt.Errorf("sqlitestore: prepare: %w", err)
-	}
-	defer func() { _ = stmt.Close() }()
+func writeRequests(ctx context.Context, stmt *sql.Stmt, requests []eventgraph.Request) error {
 	for _, r := range requests {
 		if _, err := stmt.ExecContext(ctx, r.ReqID, r.Failed, r.First.UnixNano(), r.Last.UnixNano()); err != nil {
 			return fmt.Errorf("sqlitestore: write request: %w", err)
