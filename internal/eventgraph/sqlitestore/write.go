@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"hash/fnv"
 
 	"github.com/loom-otel/loom/internal/eventgraph"
 )
@@ -162,7 +161,7 @@ func appendEventArgs(args []any, e *eventgraph.Event, enc *jsonEncoder) ([]any, 
 	return append(args, e.ID, string(e.Kind), e.Time.UnixNano(), end,
 		null(e.ReqID), null(e.Stage), null(e.ModelVer), null(e.InputHash), null(e.Service), null(e.Host), null(e.GPU),
 		severity, null(e.SeverityText), null(e.Status), e.Failed, null(e.Name), null(e.Message),
-		null(e.TraceID), null(e.SpanID), null(e.ParentSpanID), spanKey(e.SpanKey()), spanKey(e.ParentKey()),
+		null(e.TraceID), null(e.SpanID), null(e.ParentSpanID), spanKey(e.SpanRef()), spanKey(e.ParentRef()),
 		null(e.AsyncOf), attrs, dims, weight(e.AdjustedCount)), nil
 }
 
@@ -183,14 +182,28 @@ func null(s string) any {
 	return s
 }
 
-// spanKey is the stored form of a span key: its FNV-1a hash; NULL when empty.
-func spanKey(key string) any {
-	if key == "" {
+// spanKey is the stored form of a span key (eventgraph.Event.SpanKey): the
+// FNV-1a hash of "trace/span", taken over the parts, which a joined key and
+// hash/fnv would allocate for on every event; NULL when empty.
+func spanKey(traceID, spanID string) any {
+	if traceID == "" {
 		return nil
 	}
-	h := fnv.New64a()
-	_, _ = h.Write([]byte(key))
-	return int64(h.Sum64())
+	return int64(fnv1a(fnv1a(fnv1a(fnvOffset, traceID), "/"), spanID))
+}
+
+// FNV-1a, 64 bits, as hash/fnv's New64a.
+const (
+	fnvOffset uint64 = 14695981039346656037
+	fnvPrime  uint64 = 1099511628211
+)
+
+func fnv1a(h uint64, s string) uint64 {
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= fnvPrime
+	}
+	return h
 }
 
 // weight is the stored sampling weight: NULL when the record had none.
