@@ -10,7 +10,10 @@ import (
 
 // known is what some records of a request say about all of them: the input
 // it was asked and the model that served it. A field its records disagree on
-// (a request served by a text and a judge model) is ambiguous and never filled.
+// (a request served by a text and a judge model) is ambiguous and never filled;
+// a model_ver that is only the family of the other (the model asked for,
+// llama3-8b, beside the version that answered, llama3-8b-v2.2.0) is no
+// disagreement: the version is the request's model.
 type known struct {
 	inputHash, modelVer string
 	ambiguous           uint8 // of knownInput, knownModel
@@ -37,10 +40,21 @@ func (s *stitcher) carry(r *request, attrs pcommon.Map) {
 		s.tally.filled[filledInputHash]++
 	}
 	if v, ok := stringAttr(attrs, golden.ModelVer); ok {
-		k.learn(&k.modelVer, knownModel, v, s.intern)
+		k.learnModel(v, s.intern)
 	} else if k.modelVer != "" && k.ambiguous&knownModel == 0 {
 		derive(attrs, golden.ModelVer, k.modelVer)
 		s.tally.filled[filledModelVer]++
+	}
+}
+
+// learnModel is learn for model_ver, where a family gives way to its version.
+func (k *known) learnModel(v string, keep func(string) string) {
+	switch {
+	case k.modelVer == v || k.modelVer != "" && golden.ModelFamily(k.modelVer) == v:
+	case k.modelVer != "" && golden.ModelFamily(v) == k.modelVer:
+		k.modelVer = keep(v)
+	default:
+		k.learn(&k.modelVer, knownModel, v, keep)
 	}
 }
 

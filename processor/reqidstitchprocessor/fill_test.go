@@ -13,7 +13,7 @@ import (
 	"github.com/loom-otel/loom/internal/golden"
 )
 
-const reqA, reqB = "req-1746792000000-aaaaaa", "req-1746792000000-bbbbbb"
+const reqA, reqB, reqC = "req-1746792000000-aaaaaa", "req-1746792000000-bbbbbb", "req-1746792000000-cccccc"
 
 // request A: a gateway root in trace 1 with a model child span.
 var (
@@ -240,8 +240,20 @@ func TestRequestContextCarriesInputAndModel(t *testing.T) {
 		rec{service: "judge", at: t0, name: "graded", attrs: named(reqB, "judge-3b-v0.9")},
 		plain(reqB),
 	))
+	// The model asked for (its family) first, the version that failed it after.
+	rootC := rootA
+	rootC.trace, rootC.span, rootC.attrs = traceID(3), spanID(5), reqIDAttr(reqC)
+	h.consumeTraces(tracesOf(rootC))
+	h.consumeLogs(logsOf(
+		rec{service: "api", at: t0, name: "calling model", attrs: named(reqC, "qwen2-7b")},
+		rec{service: "api", at: t0, name: "model call failed", attrs: named(reqC, "qwen2-7b-v1.3")},
+		rec{service: "api", at: t0, name: "asked again", attrs: named(reqC, "qwen2-7b")},
+		plain(reqC),
+	))
 	logs := h.outLogs()
-	require.Len(t, logs, 5)
+	require.Len(t, logs, 9)
+	c := logs[8].Attributes().AsRaw()
+	assert.Equal(t, "qwen2-7b-v1.3", c[golden.ModelVer], "a family beside its version is no disagreement: the version is the model")
 	a := logs[1].Attributes().AsRaw()
 	assert.Equal(t, "9f86d081", a[golden.InputHash])
 	assert.Equal(t, "qwen2-7b-v1.2", a[golden.ModelVer])
@@ -253,8 +265,8 @@ func TestRequestContextCarriesInputAndModel(t *testing.T) {
 	assert.Equal(t, "9f86d081", b[golden.InputHash])
 	assert.NotContains(t, b, golden.ModelVer, "two models served the request: none is its model")
 	assert.Equal(t, []any{golden.InputHash}, b[golden.DerivedAttr])
-	assert.Equal(t, int64(2), h.counter("processor_reqidstitch_records_filled", "direction", "input_hash"))
-	assert.Equal(t, int64(1), h.counter("processor_reqidstitch_records_filled", "direction", "model_ver"))
+	assert.Equal(t, int64(3), h.counter("processor_reqidstitch_records_filled", "direction", "input_hash"))
+	assert.Equal(t, int64(2), h.counter("processor_reqidstitch_records_filled", "direction", "model_ver"))
 }
 
 // trustUpstream configures a gateway behind Loom agents.
