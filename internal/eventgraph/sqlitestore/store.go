@@ -40,12 +40,19 @@ const maxReadConns = 4
 // Page caches, per connection and outside the Go heap: the writer's is large,
 // since random event ids make every batch touch index pages all over the
 // file; readers scan windows in time order, which the OS's file cache
-// serves about as well. The store's cache is bounded by
-// writerCacheKiB + maxReadConns*readerCacheKiB (96 MiB).
+// serves about as well. They are sized by what they cost resident: the
+// store's caches hold at most writerCacheBytes + maxReadConns*readerCacheBytes
+// (96 MiB).
 const (
-	writerCacheKiB = 64 << 10
-	readerCacheKiB = 8 << 10
+	writerCacheBytes = 64 << 20
+	readerCacheBytes = 8 << 20
 )
+
+// residentPageBytes is what one cached page costs: SQLite allocates a 4 KiB
+// page with its header in one block of a little more, which modernc's
+// allocator serves from an 8 KiB slot. A cache_size in KiB counts the page
+// and its header only, so a full cache was resident at twice its size.
+const residentPageBytes = 8 << 10
 
 // Store is an embedded event graph in one SQLite file.
 type Store struct {
@@ -74,7 +81,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	// checkpoints, not at every commit.
 	dsn := path + "?_busy_timeout=10000&_auto_vacuum=INCREMENTAL&_journal_mode=WAL&_synchronous=NORMAL" +
 		"&_pragma=temp_store(MEMORY)&_pragma=wal_autocheckpoint(16384)"
-	db, err := openPool(dsn+"&_txlock=immediate", writerCacheKiB, 1)
+	db, err := openPool(dsn+"&_txlock=immediate", writerCacheBytes, 1)
 	if err != nil {
 		return nil, err
 	}
@@ -91,7 +98,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		_ = db.Close()
 		return nil, err
 	}
-	reader, err := openPool(dsn+"&_pragma=query_only(1)", readerCacheKiB, maxReadConns)
+	reader, err := openPool(dsn+"&_pragma=query_only(1)", readerCacheBytes, maxReadConns)
 	if err != nil {
 		_ = db.Close()
 		return nil, err
@@ -99,8 +106,10 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	return &Store{db: db, reader: reader, writes: writes, opts: opts}, nil
 }
 
-func openPool(dsn string, cacheKiB, conns int) (*sql.DB, error) {
-	db, err := sql.Open("sqlite", dsn+"&_pragma=cache_size(-"+strconv.Itoa(cacheKiB)+")")
+// openPool opens conns connections, each with a page cache resident at
+// most cacheBytes.
+func openPool(dsn string, cacheBytes, conns int) (*sql.DB, error) {
+	db, err := sql.Open("sqlite", dsn+"&_pragma=cache_size("+strconv.Itoa(cacheBytes/residentPageBytes)+")")
 	if err != nil {
 		return nil, err
 	}

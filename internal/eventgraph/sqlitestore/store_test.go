@@ -2,7 +2,13 @@ package sqlitestore
 
 import (
 	"context"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime/debug"
+	"runtime/metrics"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -163,6 +169,73 @@ func TestOpenUpgradesAFileWithoutRankedColumns(t *testing.T) {
 	assert.Equal(t, 100.0, old[0].AdjustedCount, "a column still NULL leaves the attribute")
 }
 
+// residentCacheReport names the file a child test process reports to.
+const residentCacheReport = "LOOM_SQLITESTORE_RESIDENT_CACHE_REPORT"
+
+// TestFullWriterCacheStaysWithinItsBytes fills the writer's page cache in a
+// process of its own (the allocator keeps what other tests freed) and
+// measures what it added to the resident set outside the Go runtime. With
+// cache_size in KiB, a full cache was resident at 1.94 times its size.
+func TestFullWriterCacheStaysWithinItsBytes(t *testing.T) {
+	if path := os.Getenv(residentCacheReport); path != "" {
+		fillWriterCache(t, path)
+		return
+	}
+	report := filepath.Join(t.TempDir(), "resident")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestFullWriterCacheStaysWithinItsBytes$")
+	cmd.Env = append(os.Environ(), residentCacheReport+"="+report)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	b, err := os.ReadFile(report)
+	require.NoError(t, err)
+	resident, err := strconv.ParseInt(string(b), 10, 64)
+	require.NoError(t, err)
+	assert.LessOrEqual(t, resident, int64(writerCacheBytes)*21/20,
+		"a full writer cache added %d KiB outside the Go runtime (bound %d KiB)", resident>>10, writerCacheBytes>>10)
+}
+
+// fillWriterCache writes rows of about a page each, 1.5 times what the
+// writer's cache holds, and writes to path the anonymous resident memory
+// that added outside the Go runtime.
+func fillWriterCache(t *testing.T, path string) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "graph.db"), Options{})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, s.Close(ctx)) }()
+	_, err = s.db.ExecContext(ctx, `CREATE TABLE filler (id INTEGER PRIMARY KEY, body BLOB)`)
+	require.NoError(t, err)
+	before := anonymousOutsideGo(t)
+	body := make([]byte, 3000)
+	const rowsPerTx = 1000
+	for tx := range 3 * writerCacheBytes / residentPageBytes / 2 / rowsPerTx {
+		_, err := s.db.ExecContext(ctx, `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?2)
+			INSERT INTO filler (body) SELECT ?1 FROM n`, body, rowsPerTx)
+		require.NoError(t, err, "transaction %d", tx)
+	}
+	added := anonymousOutsideGo(t) - before
+	require.NoError(t, os.WriteFile(path, []byte(strconv.FormatInt(added, 10)), 0o600))
+}
+
+// anonymousOutsideGo is the process's anonymous resident memory less what
+// the Go runtime has mapped and not returned to the OS.
+func anonymousOutsideGo(t *testing.T) int64 {
+	debug.FreeOSMemory()
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Skip("needs /proc/self/status:", err)
+	}
+	var anonKiB int64
+	for line := range strings.Lines(string(status)) {
+		if rest, ok := strings.CutPrefix(line, "RssAnon:"); ok {
+			anonKiB, err = strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			require.NoError(t, err)
+		}
+	}
+	samples := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
+	metrics.Read(samples)
+	return anonKiB<<10 - int64(samples[0].Value.Uint64()-samples[1].Value.Uint64())
+}
+
 // TestPageCachesAreBounded: the page caches live outside the Go heap, one
 // per connection; only the writer's is large, and readers cannot write.
 func TestPageCachesAreBounded(t *testing.T) {
@@ -170,8 +243,8 @@ func TestPageCachesAreBounded(t *testing.T) {
 	var writer, reader int
 	require.NoError(t, s.db.QueryRow(`PRAGMA cache_size`).Scan(&writer))
 	require.NoError(t, s.reader.QueryRow(`PRAGMA cache_size`).Scan(&reader))
-	assert.Equal(t, -writerCacheKiB, writer)
-	assert.Equal(t, -readerCacheKiB, reader)
+	assert.Equal(t, writerCacheBytes/residentPageBytes, writer, "pages")
+	assert.Equal(t, readerCacheBytes/residentPageBytes, reader, "pages")
 	assert.Equal(t, maxReadConns, s.reader.Stats().MaxOpenConnections)
 	assert.Equal(t, 1, s.db.Stats().MaxOpenConnections)
 	_, err := s.reader.Exec(`DELETE FROM events`)
