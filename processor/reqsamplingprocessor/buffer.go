@@ -1,7 +1,6 @@
 package reqsamplingprocessor
 
 import (
-	"strings"
 	"time"
 )
 
@@ -35,8 +34,6 @@ func (q *buffer) get(key requestKey) *request { return q.byKey[key] }
 
 // add starts waiting for a new request.
 func (q *buffer) add(key requestKey, now time.Time) *request {
-	// The key outlives the records it was read from, in the decision cache.
-	key.reqID = strings.Clone(key.reqID)
 	r := &request{key: key, arrived: now}
 	q.byKey[key] = r
 	q.queue.push(r)

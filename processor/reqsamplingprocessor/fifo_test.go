@@ -1,6 +1,8 @@
 package reqsamplingprocessor
 
 import (
+	"fmt"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -51,4 +53,26 @@ func TestDecisionCacheExpiresAndEvicts(t *testing.T) {
 	off.put(a, verdict{kept: true}, t0)
 	_, ok = off.get(a, t0)
 	assert.False(t, ok, "ttl 0: no cache")
+}
+
+// TestDecisionCacheEntriesStaySmall: a full cache holds max_entries
+// decisions of requests no longer waiting, whose req_ids are garbage but
+// for it.
+func TestDecisionCacheEntriesStaySmall(t *testing.T) {
+	const entries = 100_000
+	c := newDecisionCache(DecisionCacheConfig{TTL: 60e9, MaxEntries: entries}, func() {})
+	before := heapInUse()
+	for i := range entries {
+		c.put(requestKey{reqID: fmt.Sprintf("req-%d-%08x", 1715234890123+i, i)}, verdict{policy: -1}, t0)
+	}
+	perEntry := (heapInUse() - before) / entries
+	runtime.KeepAlive(&c)
+	assert.LessOrEqual(t, perEntry, 120, "bytes per decision")
+}
+
+func heapInUse() int {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int(m.HeapAlloc)
 }
