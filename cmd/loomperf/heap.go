@@ -12,10 +12,10 @@ import (
 )
 
 // breakdown says where a collector's memory is: the Go heap in use by
-// component (from a heap profile), and what the runtime reports against
-// the process's resident set (from its otelcol_process_* metrics).
+// component (from a heap profile), and what the runtime reports (from its
+// otelcol_process_* metrics) against the process's resident set.
 type breakdown struct {
-	rss       float64 // otelcol_process_memory_rss
+	rss, anon float64 // VmRSS and its anonymous part, RssAnon
 	goSys     float64 // the runtime's Sys: all it took from the OS
 	heapAlloc float64 // live and not yet swept heap objects
 	// inuse is the heap profile's in-use bytes by component (the leafmost
@@ -30,14 +30,24 @@ type share struct {
 	value int64
 }
 
-// outsideGo is resident memory the Go runtime did not allocate: cgo
-// (SQLite's page cache, if built with cgo), the binary's mapped text, and
-// kernel-side pages the process touched.
-func (b *breakdown) outsideGo() float64 { return b.rss - b.goSys }
+// fileBacked is resident memory mapped from files: the binary's text and
+// read-only data, shared and reclaimable.
+func (b *breakdown) fileBacked() float64 { return b.rss - b.anon }
+
+// outsideGo is anonymous resident memory the Go runtime did not allocate:
+// the embedded store's page caches, which modernc's allocator maps itself.
+// It is a lower bound, since Sys also counts what the runtime has
+// returned to the OS.
+func (b *breakdown) outsideGo() float64 { return max(0, b.anon-b.goSys) }
 
 func memoryBreakdown(ctx context.Context, c *collector, self map[string]float64) (*breakdown, error) {
+	m, err := memoryOf(c.cmd.Process.Pid)
+	if err != nil {
+		return nil, err
+	}
 	b := &breakdown{
-		rss:       sumPrefix(self, "otelcol_process_memory_rss"),
+		rss:       float64(m.rss),
+		anon:      float64(m.anon),
 		goSys:     sumPrefix(self, "otelcol_process_runtime_total_sys_memory"),
 		heapAlloc: sumPrefix(self, "otelcol_process_runtime_heap_alloc"),
 	}

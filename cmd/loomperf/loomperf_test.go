@@ -161,6 +161,15 @@ func TestReportHasEveryRowAndCompleteSaysWhatIsMissing(t *testing.T) {
 	assert.ErrorContains(t, err, "loom at 5k/s rep 1")
 }
 
+// TestBreakdownTellsTheBinaryFromThePageCaches: the binary's mapped text
+// is resident but not outside the Go runtime the way SQLite's caches are.
+func TestBreakdownTellsTheBinaryFromThePageCaches(t *testing.T) {
+	var out strings.Builder
+	printBreakdown(&out, "At the end", &breakdown{rss: 600 * mib, anon: 450 * mib, goSys: 380 * mib})
+	assert.Contains(t, out.String(), "RSS 600 MiB: 150 MiB mapped from files")
+	assert.Contains(t, out.String(), "450 MiB anonymous, of which the Go runtime holds (Sys) 380 MiB and at least 70 MiB is outside it")
+}
+
 func TestParseLoads(t *testing.T) {
 	loads, err := parseLoads("5000, 10000,0")
 	require.NoError(t, err)

@@ -115,8 +115,9 @@ func breakdowns(w io.Writer, opts options, results []result) {
 // printBreakdown prints the runtime's view of a process's memory and the
 // top of its Go heap in use.
 func printBreakdown(w io.Writer, when string, b *breakdown) {
-	fmt.Fprintf(w, "%s: RSS %.0f MiB, of which the Go runtime holds (Sys) %.0f MiB and %.0f MiB is outside it; heap alloc %.0f MiB, in use (profile) %.0f MiB.\n",
-		when, b.rss/mib, b.goSys/mib, b.outsideGo()/mib, b.heapAlloc/mib, float64(b.inuseTotal)/mib)
+	fmt.Fprintf(w, "%s: RSS %.0f MiB: %.0f MiB mapped from files (the binary's text and data, shared and reclaimable) and %.0f MiB anonymous, "+
+		"of which the Go runtime holds (Sys) %.0f MiB and at least %.0f MiB is outside it (mostly the embedded store's page caches); heap alloc %.0f MiB, in use (profile) %.0f MiB.\n",
+		when, b.rss/mib, b.fileBacked()/mib, b.anon/mib, b.goSys/mib, b.outsideGo()/mib, b.heapAlloc/mib, float64(b.inuseTotal)/mib)
 	fmt.Fprintf(w, "\n| Go heap in use by component (leafmost component frame) | MiB | share | | by allocating package | MiB | share |\n|---|---|---|---|---|---|---|\n")
 	for i := range min(12, max(len(b.inuseByComponent), len(b.inuseByPackage))) {
 		fmt.Fprintf(w, "| %s | | %s |\n", shareCells(b.inuseByComponent, i, b.inuseTotal), shareCells(b.inuseByPackage, i, b.inuseTotal))
