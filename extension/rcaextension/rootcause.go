@@ -272,6 +272,7 @@ func newRanking(events []eventgraph.DimensionEvent, cfg *RootCauseConfig) *ranki
 	rk.markLate(events)
 	rk.dropPerRecord(events)
 	rk.dropSymptomValues(events)
+	rk.dropModelFamilies()
 	return rk
 }
 
@@ -465,15 +466,8 @@ func (rk *ranking) project(rate float64) {
 	})
 }
 
-// forEachRequestTerm calls f once for each distinct value a request's events
-// carry, but for a model_ver that is only the family of another model_ver of
-// the request: the model asked for (llama3-8b), named where no answer came
-// back, beside the version that answered or failed (llama3-8b-v2.2.0).
+// forEachRequestTerm calls f once for each distinct value a request's events carry.
 func (rk *ranking) forEachRequestTerm(f func(q int, t dimCode)) {
-	modelDim, ok := rk.dimIndex[golden.ModelVer]
-	if !ok {
-		modelDim = -1
-	}
 	var seen []dimCode
 	for q := range rk.requests {
 		seen = seen[:0]
@@ -484,27 +478,30 @@ func (rk *ranking) forEachRequestTerm(f func(q int, t dimCode)) {
 			for _, t := range rk.eventTerms(int(i)) {
 				if !slices.Contains(seen, t) {
 					seen = append(seen, t)
+					f(q, t)
 				}
-			}
-		}
-		for _, t := range seen {
-			if int(t.dim) != modelDim || !rk.familyOfAnother(t, seen) {
-				f(q, t)
 			}
 		}
 	}
 }
 
-// familyOfAnother reports whether t's value is the model family of another
-// value of its dimension among terms.
-func (rk *ranking) familyOfAnother(t dimCode, terms []dimCode) bool {
-	family := rk.values[t.dim][t.code]
-	for _, u := range terms {
-		if u.dim == t.dim && u.code != t.code && golden.ModelFamily(rk.values[u.dim][u.code]) == family {
-			return true
+// dropModelFamilies leaves out a model_ver that names only a family whose
+// versions the window's requests name (llama3-8b beside llama3-8b-v2.2.0):
+// it is the model a client asked for, written where no answer named the
+// version, so it says less than they do, and on failed calls alone it would
+// look like their cause.
+func (rk *ranking) dropModelFamilies() {
+	d, ok := rk.dimIndex[golden.ModelVer]
+	if !ok || d < 0 {
+		return
+	}
+	families := map[string]bool{}
+	for _, v := range rk.values[d][1:] {
+		if family := golden.ModelFamily(v); family != v {
+			families[family] = true
 		}
 	}
-	return false
+	rk.keepTerms(func(t dimCode) bool { return int(t.dim) != d || !families[rk.values[d][t.code]] })
 }
 
 // eventsOf are request q's events.

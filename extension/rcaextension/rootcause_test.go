@@ -179,6 +179,35 @@ func TestRankASmallWindowWithIdentifiers(t *testing.T) {
 	assert.Equal(t, map[string]string{golden.ModelVer: "chat-13b-r9"}, v.Candidates[0].Dimensions)
 }
 
+// Calls that failed before an answer named the model's version carry only
+// the model asked for, its family: that is how they failed, not why.
+func TestRankLeavesAFamilyOutOfTheCauses(t *testing.T) {
+	var events []eventgraph.DimensionEvent
+	for n := range 90 {
+		failed := n%3 == 0
+		adapter := fmt.Sprintf("adapter=lora-%d", 1+n%2)
+		if failed {
+			adapter = "adapter=lora-cold"
+		}
+		answered := "mistral-7b-v0.3"
+		if failed {
+			answered = "mistral-7b" // no answer, no version
+		}
+		for k, model := range []string{"mistral-7b", answered} {
+			events = append(events, eventgraph.DimensionEvent{ReqID: fmt.Sprintf("call-%03d", n),
+				Time: benchT0.Add(time.Duration(n)*time.Second + time.Duration(k)*time.Millisecond), RequestFailed: failed, AdjustedCount: 1,
+				Service: "router", Host: "node-a", ModelVer: model, Dims: []string{adapter}, EventFailed: failed && k == 1, ReportsError: failed && k == 1})
+		}
+	}
+	v, err := rankRootCauses(events, defaultRootCause())
+	require.NoError(t, err)
+	require.NotEmpty(t, v.Candidates)
+	assert.Equal(t, map[string]string{"adapter": "lora-cold"}, v.Candidates[0].Dimensions)
+	for _, c := range v.Candidates {
+		assert.NotEqual(t, "mistral-7b", c.Dimensions[golden.ModelVer], "%+v", v.Candidates)
+	}
+}
+
 func TestRankWithoutFailuresOrDimensions(t *testing.T) {
 	v, err := rankRootCauses(nil, defaultRootCause())
 	require.NoError(t, err)
