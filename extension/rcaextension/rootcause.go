@@ -223,8 +223,8 @@ func rankRootCauses(events []eventgraph.DimensionEvent, cfg *RootCauseConfig) (*
 	}
 	rk.project(failing / total)
 	v.Dimensions = rk.rankedDims()
-	found := rootcause.Subgroups(rk.rows(v.Dimensions), rootcause.SubgroupOptions{MaxResults: maxRootCauses})
 	sets := rk.termSets()
+	found := rootcause.Subgroups(rk.rows(v.Dimensions, sets), rootcause.SubgroupOptions{MaxResults: maxRootCauses})
 	for _, f := range found {
 		v.Candidates = append(v.Candidates, rk.candidate(f.Element, f.Score, int(failing), total, sets))
 	}
@@ -578,25 +578,17 @@ func (rk *ranking) rankedDims() []string {
 // it cannot show that failures concentrate under it, and every value named
 // raises the cost of naming any (an identifier such as a response id, one
 // value per request, would drown a cause in a small window).
-func (rk *ranking) rows(rankedDims []string) []rootcause.Row {
+func (rk *ranking) rows(rankedDims []string, sets map[dimCode]termCount) []rootcause.Row {
 	ranked := map[string]bool{}
 	for _, d := range rankedDims {
 		ranked[d] = true
-	}
-	carriers := map[dimCode]int{}
-	for q := range rk.requests {
-		for d := range rk.dims {
-			if c := rk.code(q, d); c != 0 {
-				carriers[dimCode{int32(d), c}]++
-			}
-		}
 	}
 	rows := make([]rootcause.Row, len(rk.requests))
 	for q := range rk.requests {
 		r := &rows[q]
 		r.Weight, r.Hit = rk.requests[q].weight, rk.requests[q].failed
 		for d, name := range rk.dims {
-			if c := rk.code(q, d); c != 0 && ranked[name] && carriers[dimCode{int32(d), c}] > 1 {
+			if c := rk.code(q, d); c != 0 && ranked[name] && sets[dimCode{int32(d), c}].requests > 1 {
 				r.Terms = append(r.Terms, rootcause.Term{Dim: name, Value: rk.values[d][c]})
 			}
 		}
@@ -607,8 +599,8 @@ func (rk *ranking) rows(rankedDims []string) []rootcause.Row {
 // termCount counts the requests under a value: the failing ones, and all
 // of them by their weights.
 type termCount struct {
-	failing int
-	total   int64
+	requests, failing int
+	total             int64
 }
 
 // termSets counts the requests under every value of every dimension.
@@ -623,6 +615,7 @@ func (rk *ranking) termSets() map[dimCode]termCount {
 			}
 			t := dimCode{int32(d), c}
 			k := sets[t]
+			k.requests++
 			k.total += int64(math.Round(rk.requests[q].weight))
 			if rk.requests[q].failed {
 				k.failing++

@@ -144,7 +144,7 @@ func (c *compiled) normalize(attrs pcommon.Map, sc *scratch, t *tally) {
 		}
 	}
 	if v, ok := attrs.Get(golden.ModelVer); ok && v.Type() == pcommon.ValueTypeStr {
-		if model, ok := c.models[strings.TrimSpace(v.Str())]; ok {
+		if model := c.modelName(v.Str()); model != v.Str() {
 			v.SetStr(model)
 		}
 	}
@@ -249,6 +249,7 @@ func (c *compiled) sameValue(role fieldRole, alias, canonical pcommon.Value) boo
 	return a == b
 }
 
+// modelName maps a model_ver through normalize::models.
 func (c *compiled) modelName(s string) string {
 	if model, ok := c.models[strings.TrimSpace(s)]; ok {
 		return model
@@ -264,10 +265,15 @@ func numberOf(v pcommon.Value) (float64, bool) {
 	case pcommon.ValueTypeDouble:
 		return v.Double(), true
 	case pcommon.ValueTypeStr:
-		f, err := strconv.ParseFloat(strings.TrimSpace(v.Str()), 64)
-		return f, err == nil && !math.IsInf(f, 0) && !math.IsNaN(f)
+		return finiteFloat(strings.TrimSpace(v.Str()))
 	}
 	return 0, false
+}
+
+// finiteFloat parses s as a number that is neither infinite nor NaN.
+func finiteFloat(s string) (float64, bool) {
+	f, err := strconv.ParseFloat(s, 64)
+	return f, err == nil && !math.IsInf(f, 0) && !math.IsNaN(f)
 }
 
 // conflictValue is the text of an alias's losing value in golden.conflicts.
@@ -382,7 +388,7 @@ func coerceNumber(v pcommon.Value) bool {
 			v.SetInt(n)
 			return true
 		}
-		if f, err := strconv.ParseFloat(s, 64); err == nil && !math.IsInf(f, 0) && !math.IsNaN(f) {
+		if f, ok := finiteFloat(s); ok {
 			v.SetDouble(f)
 			return true
 		}

@@ -50,6 +50,7 @@ func (s *stitcher) carry(r *request, attrs pcommon.Map) {
 // learnModel is learn for model_ver, where a family gives way to its version.
 func (k *known) learnModel(v string, keep func(string) string) {
 	switch {
+	case k.ambiguous&knownModel != 0: // for good: no record needs its family looked up
 	case k.modelVer == v || k.modelVer != "" && golden.ModelFamily(k.modelVer) == v:
 	case k.modelVer != "" && golden.ModelFamily(v) == k.modelVer:
 		k.modelVer = keep(v)

@@ -37,7 +37,8 @@ func (p *stitchProcessor[T]) openJournal(ctx context.Context, host component.Hos
 	p.s.mu.Lock()
 	for _, e := range entries {
 		heldCtx, data, err := p.sig.unmarshal(e.Data)
-		if kind := e.Seq.Kind(); err == nil && kind != entryHeld && kind != entryPassedOn {
+		kind := e.Seq.Kind()
+		if err == nil && kind != entryHeld && kind != entryPassedOn {
 			err = fmt.Errorf("unknown entry kind %d", kind)
 		}
 		switch {
@@ -48,7 +49,7 @@ func (p *stitchProcessor[T]) openJournal(ctx context.Context, host component.Hos
 				p.s.mu.Unlock()
 				return err
 			}
-		case e.Seq.Kind() == entryPassedOn:
+		case kind == entryPassedOn:
 			out = append(out, outgoing[T]{ctx: heldCtx, data: data, seqs: []custody.Seq{e.Seq}, stitched: true})
 		default:
 			held := parked[T]{data: data, bytes: p.sig.size(data), ctx: heldCtx, client: custody.ClientKey(heldCtx), seq: e.Seq}

@@ -37,13 +37,7 @@ func newDecisionCache(cfg DecisionCacheConfig, evicted func()) decisionCache {
 	return decisionCache{ttl: int64(cfg.TTL), max: cfg.MaxEntries, seed: maphash.MakeSeed(), entries: map[uint64]cached{}, evicted: evicted}
 }
 
-func (c *decisionCache) hash(key requestKey) uint64 {
-	var h maphash.Hash
-	h.SetSeed(c.seed)
-	h.WriteString(key.reqID)
-	_, _ = h.Write(key.traceID[:])
-	return h.Sum64()
-}
+func (c *decisionCache) hash(key requestKey) uint64 { return maphash.Comparable(c.seed, key) }
 
 func (c *decisionCache) get(key requestKey, now time.Time) (verdict, bool) {
 	e, ok := c.entries[c.hash(key)]
