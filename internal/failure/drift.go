@@ -32,6 +32,9 @@ type DriftConfig struct {
 	// identifier or a measurement, not an outcome, and only its presence is
 	// tracked).
 	MaxPlaces, MaxAttributes, MaxValues int
+	// Outbox bounds the blocks kept for peers between two TakeBlocks; 0
+	// keeps none: the baselines are not shared.
+	Outbox int
 }
 
 // Drift finds silent failures in outcome attributes: per place (service,
@@ -49,9 +52,11 @@ type DriftConfig struct {
 //
 // The baseline lags: a place's records are counted in a block of
 // blockRecords and the block joins the baseline when it is full, so a surge
-// is judged against the traffic before it. The first block joins as soon as
-// it holds MinBaseline records: a place that is a small share of the traffic
-// (or of one gateway's) has a baseline before an early incident fills it.
+// is judged against the traffic before it. Until the baseline holds
+// MinBaseline records, blocks join every quarter of that: a place that is a
+// small share of the traffic (or of one gateway's) has a baseline before an
+// early incident fills it, and gateways that share their blocks (TakeBlocks,
+// MergeBlock) warm it up together.
 // Rare values on the rise when their block joins enter the baseline at a
 // sixteenth of their weight, so that a failing minority stays abnormal while
 // it lasts, and a change that takes over most of a place becomes its new
@@ -64,9 +69,11 @@ type Drift struct {
 	cfg    DriftConfig
 	places *shardedLRU[*driftPlace]
 	// gr is the per-record growth of the recent window's weight: its counts
-	// decay by growing the weight of new records. blockDecay is what the
-	// baseline keeps of its counts each time a block joins it.
-	gr, blockDecay float64
+	// decay by growing the weight of new records.
+	gr float64
+	// warmupBlock is the size of the blocks that join a baseline under MinBaseline.
+	warmupBlock float64
+	outbox      *outbox
 }
 
 // blockRecords is how many records of a place join its baseline at once.
@@ -85,6 +92,8 @@ type driftPlace struct {
 	list  []*driftAttr
 	usual []*driftAttr // attributes (almost) always present: their absence is judged
 	seq   uint64       // records seen, which stamps the attributes each carried
+	// peerRecords counts the records peers' blocks added to the baseline.
+	peerRecords float64
 }
 
 // cell counts records: b in the baseline (decayed), r in the recent window
@@ -96,10 +105,13 @@ func (c *cell) add(wr float64) {
 	c.block++
 }
 
-// join adds the block to the baseline with the given weight.
-func (c *cell) join(decay, weight float64) {
-	c.b = c.b*decay + c.block*weight
+// join adds the block to the baseline with the given weight and returns
+// what it added.
+func (c *cell) join(decay, weight float64) float64 {
+	joined := c.block * weight
+	c.b = c.b*decay + joined
 	c.block = 0
+	return joined
 }
 
 type driftAttr struct {
@@ -138,13 +150,20 @@ const rescaleAt = 1e100
 
 // NewDrift returns the detector; evicted is called for every place evicted.
 func NewDrift(cfg DriftConfig, evicted func()) *Drift {
-	return &Drift{
-		cfg:        cfg,
-		places:     newShardedLRU[*driftPlace](cfg.MaxPlaces, evicted),
-		gr:         math.Exp2(1 / cfg.RecentRecords),
-		blockDecay: math.Exp2(-blockRecords / cfg.BaselineRecords),
+	d := &Drift{
+		cfg:         cfg,
+		places:      newShardedLRU[*driftPlace](cfg.MaxPlaces, evicted),
+		gr:          math.Exp2(1 / cfg.RecentRecords),
+		warmupBlock: max(1, math.Ceil(cfg.MinBaseline/warmupBlocks)),
 	}
+	if cfg.Outbox > 0 {
+		d.outbox = &outbox{max: cfg.Outbox}
+	}
+	return d
 }
+
+// warmupBlocks is how many blocks a baseline takes to reach MinBaseline.
+const warmupBlocks = 4
 
 // Check learns r's outcome attributes and appends the rare values it carries
 // to notes, at most maxNotes of them in all; it returns notes.
@@ -170,14 +189,9 @@ func (d *Drift) observe(p *driftPlace, attrs pcommon.Map, notes []Candidate, max
 		if skipAttribute(k) {
 			continue
 		}
-		a := p.attrs[k]
+		a := d.attr(p, k)
 		if a == nil {
-			if len(p.list) >= d.cfg.MaxAttributes {
-				continue
-			}
-			a = &driftAttr{name: strings.Clone(k)}
-			p.attrs[a.name] = a
-			p.list = append(p.list, a)
+			continue
 		}
 		a.seen = p.seq
 		a.present.add(p.wr)
@@ -190,15 +204,9 @@ func (d *Drift) observe(p *driftPlace, attrs pcommon.Map, notes []Candidate, max
 			a.values = nil
 			continue
 		}
-		dv := a.value(value)
+		dv := d.value(p, a, value, order, false)
 		if dv == nil {
-			if len(a.values) >= d.cfg.MaxValues {
-				a.dimension = true
-				a.values = nil
-				continue
-			}
-			dv = &driftValue{value: string(value), order: order, native: p.seq <= blockRecords}
-			a.values = append(a.values, dv)
+			continue
 		}
 		notes = d.count(p, a, dv, judged, notes, maxNotes)
 	}
@@ -212,10 +220,58 @@ func (d *Drift) observe(p *driftPlace, attrs pcommon.Map, notes []Candidate, max
 	if p.wr > rescaleAt {
 		p.rescale()
 	}
-	if p.seq%blockRecords == 0 || p.n.b == 0 && float64(p.seq) >= d.cfg.MinBaseline {
+	if p.seq%blockRecords == 0 || d.warmingUp(p) && p.n.block >= d.warmupBlock {
 		d.joinBlock(p)
 	}
 	return notes
+}
+
+// attr returns the place's attribute k, added when new; nil when the place
+// tracks MaxAttributes already.
+func (d *Drift) attr(p *driftPlace, k string) *driftAttr {
+	a := p.attrs[k]
+	if a == nil {
+		if len(p.list) >= d.cfg.MaxAttributes {
+			return nil
+		}
+		a = &driftAttr{name: strings.Clone(k)}
+		p.attrs[a.name] = a
+		p.list = append(p.list, a)
+	}
+	return a
+}
+
+// value returns the attribute's value, added when new; nil when it has
+// MaxValues already, which makes it a dimension.
+func (d *Drift) value(p *driftPlace, a *driftAttr, value []byte, order int, native bool) *driftValue {
+	if dv := a.value(value); dv != nil {
+		return dv
+	}
+	if len(a.values) >= d.cfg.MaxValues {
+		a.dimension = true
+		a.values = nil
+		return nil
+	}
+	dv := &driftValue{value: string(value), order: order, native: native || float64(p.seq)+p.peerRecords <= blockRecords}
+	a.values = append(a.values, dv)
+	return dv
+}
+
+// warmingUp says whether the place's baseline is still under MinBaseline
+// records (at least one).
+func (d *Drift) warmingUp(p *driftPlace) bool {
+	return p.n.b < max(d.cfg.MinBaseline, 1)
+}
+
+// decay is what the place's baseline keeps of its counts when a block of
+// records joins it. A baseline that is warming up forgets nothing: its
+// first MinBaseline records all count toward judging the place, and they
+// are too few for their age to matter.
+func (d *Drift) decay(p *driftPlace, records float64) float64 {
+	if d.warmingUp(p) {
+		return 1
+	}
+	return math.Exp2(-records / d.cfg.BaselineRecords)
 }
 
 // count adds one record carrying dv, noting it when it is rare and, for a
@@ -248,25 +304,43 @@ func (d *Drift) outcomeChange(p *driftPlace, a *driftAttr, dv *driftValue) bool 
 // joinBlock adds the place's last block of records to its baseline, rare
 // values on the rise at a sixteenth of their weight, and then lists anew the
 // attributes whose absence is judged.
+// When the baselines are shared, the block is put in the outbox as it
+// joined, for the peers.
 func (d *Drift) joinBlock(p *driftPlace) {
-	join := func(v *driftValue) {
+	records := p.n.block
+	decay := d.decay(p, records)
+	join := func(v *driftValue) float64 {
 		weight := 1.0
 		if d.rising(p, v) {
 			weight = 1.0 / 16
 		}
-		v.c.join(d.blockDecay, weight)
+		return v.c.join(decay, weight)
+	}
+	var blk *DriftBlock
+	if d.outbox != nil {
+		blk = &DriftBlock{Service: p.key.service, Stage: p.key.stage, Span: p.key.span, Records: records,
+			Attrs: make([]BlockAttr, 0, len(p.list))}
 	}
 	for _, a := range p.list {
-		a.present.join(d.blockDecay, 1)
+		ba := BlockAttr{Name: a.name, Present: a.present.join(decay, 1), Dimension: a.dimension}
+		ba.Absent = records - ba.Present
 		if a.absent != nil {
-			join(a.absent)
+			ba.Absent = join(a.absent)
 		}
 		for _, v := range a.values {
-			join(v)
+			if joined := join(v); joined > 0 && blk != nil {
+				ba.Values = append(ba.Values, blockValue(v, joined))
+			}
+		}
+		if blk != nil {
+			blk.Attrs = append(blk.Attrs, ba)
 		}
 	}
-	p.n.join(d.blockDecay, 1)
+	p.n.join(decay, 1)
 	d.refreshUsual(p)
+	if blk != nil {
+		d.outbox.put(blk)
+	}
 }
 
 // rising says whether a rare value's recent share is at least three times its

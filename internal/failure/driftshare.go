@@ -1,0 +1,191 @@
+package failure
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+)
+
+// DriftBlock is a block of one place's records as it joined the baseline of
+// the instance that saw them, rare values on the rise already discounted:
+// what a peer adds to its own baseline of the place, so that instances
+// behind a load balancer, each seeing a share of every place, learn each
+// baseline from all of its records.
+type DriftBlock struct {
+	Service string `json:"svc"`
+	Stage   string `json:"stage"`
+	Span    bool   `json:"span,omitempty"`
+	// Records is the number of the place's records in the block.
+	Records float64     `json:"n"`
+	Attrs   []BlockAttr `json:"attrs,omitempty"`
+}
+
+// BlockAttr is what a block's records showed of one attribute.
+type BlockAttr struct {
+	Name string `json:"k"`
+	// Present is the number of records that carried it, Absent the
+	// (weighted) number that did not.
+	Present float64 `json:"p,omitempty"`
+	Absent  float64 `json:"a,omitempty"`
+	// Dimension: its values are not tracked (too many, or not outcomes).
+	Dimension bool         `json:"dim,omitempty"`
+	Values    []BlockValue `json:"v,omitempty"`
+}
+
+// BlockValue is one value's (weighted) count in a block.
+type BlockValue struct {
+	Value string `json:"v"`
+	// Order ranks a number's magnitude, unless Word: a word or a boolean.
+	Order int  `json:"o,omitempty"`
+	Word  bool `json:"w,omitempty"`
+	// Native: the value was seen in the place's first records.
+	Native bool    `json:"nat,omitempty"`
+	Count  float64 `json:"c"`
+}
+
+func blockValue(v *driftValue, count float64) BlockValue {
+	bv := BlockValue{Value: v.value, Count: count, Native: v.native, Word: v.order == noOrder}
+	if !bv.Word {
+		bv.Order = v.order
+	}
+	return bv
+}
+
+// outbox keeps the blocks joined since the last TakeBlocks, up to max.
+type outbox struct {
+	mu      sync.Mutex
+	blocks  []DriftBlock
+	max     int
+	dropped int
+}
+
+func (o *outbox) put(b *DriftBlock) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.blocks) >= o.max {
+		o.dropped++
+		return
+	}
+	o.blocks = append(o.blocks, *b)
+}
+
+// TakeBlocks returns the blocks that joined a baseline since it was last
+// called, for the peers, and how many did not fit in the outbox; nothing
+// unless DriftConfig.Outbox is set.
+func (d *Drift) TakeBlocks() (blocks []DriftBlock, dropped int) {
+	if d.outbox == nil {
+		return nil, 0
+	}
+	o := d.outbox
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	blocks, dropped = o.blocks, o.dropped
+	o.blocks, o.dropped = nil, 0
+	return blocks, dropped
+}
+
+// Bounds of what a block may name: longer strings are not what Drift learns.
+const (
+	maxKeyLen   = 1024
+	maxValueLen = 48 // a magnitude's range such as "-2305843009213693952..4611686018427387903"
+	maxOrder    = 66
+)
+
+// MergeBlock adds a peer's block to the baseline of its place, as one of
+// this instance's own blocks would join it: the baseline decays by the
+// block's records, places, attributes and values are added within the same
+// bounds. A block that Drift could not have produced is refused whole.
+func (d *Drift) MergeBlock(b *DriftBlock) error {
+	if err := b.check(); err != nil {
+		return err
+	}
+	sh, p := d.places.acquire(placeKey{service: b.Service, stage: b.Stage, span: b.Span}, newDriftPlace)
+	defer sh.mu.Unlock()
+	d.merge(p, b)
+	return nil
+}
+
+func (d *Drift) merge(p *driftPlace, b *DriftBlock) {
+	p.decayBaseline(d.decay(p, b.Records))
+	p.n.b += b.Records
+	p.peerRecords += b.Records
+	for i := range b.Attrs {
+		ba := &b.Attrs[i]
+		if skipAttribute(ba.Name) {
+			continue
+		}
+		a := d.attr(p, ba.Name)
+		if a == nil {
+			continue
+		}
+		a.present.b += ba.Present
+		if a.absent != nil {
+			a.absent.c.b += ba.Absent
+		}
+		if ba.Dimension {
+			a.dimension, a.values = true, nil
+		}
+		if a.dimension {
+			continue
+		}
+		for _, bv := range ba.Values {
+			order := bv.Order
+			if bv.Word {
+				order = noOrder
+			}
+			dv := d.value(p, a, []byte(bv.Value), order, bv.Native)
+			if dv == nil {
+				break
+			}
+			dv.c.b += bv.Count
+		}
+	}
+	d.refreshUsual(p)
+}
+
+// decayBaseline scales the place's baseline counts by f.
+func (p *driftPlace) decayBaseline(f float64) {
+	if f == 1 {
+		return
+	}
+	p.n.b *= f
+	for _, a := range p.list {
+		a.present.b *= f
+		if a.absent != nil {
+			a.absent.c.b *= f
+		}
+		for _, v := range a.values {
+			v.c.b *= f
+		}
+	}
+}
+
+var errBlock = errors.New("drift block")
+
+func (b *DriftBlock) check() error {
+	switch {
+	case b.Stage == "" || len(b.Stage) > maxKeyLen || len(b.Service) > maxKeyLen:
+		return fmt.Errorf("%w: stage must be set, stage and service at most %d bytes", errBlock, maxKeyLen)
+	case !count(b.Records, blockRecords) || b.Records == 0:
+		return fmt.Errorf("%w: records must be above 0 and at most %d; got %v", errBlock, blockRecords, b.Records)
+	}
+	for i := range b.Attrs {
+		a := &b.Attrs[i]
+		if a.Name == "" || len(a.Name) > maxKeyLen || !count(a.Present, b.Records) || !count(a.Absent, b.Records) ||
+			a.Dimension && len(a.Values) > 0 {
+			return fmt.Errorf("%w: attribute %d is not one a block of %v records has", errBlock, i, b.Records)
+		}
+		for _, v := range a.Values {
+			if v.Value == "" || len(v.Value) > maxValueLen || !count(v.Count, b.Records) || v.Order < -maxOrder || v.Order > maxOrder {
+				return fmt.Errorf("%w: a value of attribute %q is not one a block of %v records has", errBlock, a.Name, b.Records)
+			}
+		}
+	}
+	return nil
+}
+
+// count says whether n is a count of at most limit records.
+func count(n, limit float64) bool {
+	return n >= 0 && n <= limit && !math.IsNaN(n)
+}

@@ -1,0 +1,157 @@
+package failure
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+)
+
+func sharedDrift(minBaseline float64, evicted func()) *Drift {
+	return NewDrift(DriftConfig{RareShare: 0.05, SurgeRatio: 4, MinCount: 4, BaselineRecords: 2000, RecentRecords: 400,
+		MinBaseline: minBaseline, MaxPlaces: 64, MaxAttributes: 8, MaxValues: 24, Outbox: 1024}, evicted)
+}
+
+// exchange hands each drift's blocks to the others.
+func exchange(t *testing.T, drifts ...*Drift) {
+	t.Helper()
+	for i, from := range drifts {
+		blocks, dropped := from.TakeBlocks()
+		require.Zero(t, dropped)
+		for j, to := range drifts {
+			if i == j {
+				continue
+			}
+			for k := range blocks {
+				require.NoError(t, to.MergeBlock(&blocks[k]))
+			}
+		}
+	}
+}
+
+// baselineOf returns the place's baseline records and every value's share of them.
+func baselineOf(d *Drift, r *Record) (records float64, shares map[string]float64) {
+	shares = map[string]float64{}
+	key := placeKey{service: r.Service, stage: r.Stage, span: r.IsSpan}
+	sh, p := d.places.acquire(key, newDriftPlace)
+	defer sh.mu.Unlock()
+	for _, a := range p.list {
+		shares[a.name] = a.present.b / p.n.b
+		if a.absent != nil {
+			shares[a.name+"="+Absent] = a.absent.c.b / p.n.b
+		}
+		for _, v := range a.values {
+			shares[a.name+"="+v.value] = v.c.b / p.n.b
+		}
+	}
+	return p.n.b, shares
+}
+
+// mixedRecord is a record of a place with a rare flag, a three-way tier, a
+// count by magnitude and a field written on all but 1% of the records.
+func mixedRecord(rng *rand.Rand) *Record {
+	return outcome(func(m pcommon.Map) {
+		m.PutBool("frame.empty", rng.Float64() < 0.03)
+		m.PutStr("quality.tier", []string{"hd", "sd", "uhd"}[rng.IntN(3)])
+		m.PutInt("frame.count", int64(8+rng.IntN(40)))
+		if rng.Float64() >= 0.01 {
+			m.PutStr("codec", "h264")
+		}
+	})
+}
+
+func TestDriftSharedHalvesLearnTheWholeStream(t *testing.T) {
+	whole, a, b := sharedDrift(48, func() {}), sharedDrift(48, func() {}), sharedDrift(48, func() {})
+	rng := rand.New(rand.NewPCG(5, 6))
+	var last *Record
+	for i := range 6000 {
+		last = mixedRecord(rng)
+		whole.Check(last, nil, 0)
+		if rng.IntN(2) == 0 {
+			a.Check(last, nil, 0)
+		} else {
+			b.Check(last, nil, 0)
+		}
+		if i%100 == 99 {
+			exchange(t, a, b)
+		}
+	}
+	exchange(t, a, b)
+	wholeN, wholeShares := baselineOf(whole, last)
+	for _, half := range []*Drift{a, b} {
+		n, shares := baselineOf(half, last)
+		// Each half's blocks lag by up to a block, the whole's by one.
+		assert.InDelta(t, wholeN, n, 2*blockRecords)
+		assert.Len(t, shares, len(wholeShares))
+		for k, want := range wholeShares {
+			assert.InDelta(t, want, shares[k], 0.01, k)
+		}
+	}
+	_, dropped := whole.TakeBlocks()
+	assert.Zero(t, dropped, "the whole's outbox is bounded, not counted as a failure here")
+}
+
+func TestDriftSharedWarmUp(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	first := mixedRecord(rng)
+	judged := func(d *Drift) bool {
+		n, _ := baselineOf(d, first)
+		return n >= 48
+	}
+	alone, a, b := sharedDrift(48, func() {}), sharedDrift(48, func() {}), sharedDrift(48, func() {})
+	for range 24 {
+		for _, d := range []*Drift{alone, a, b} {
+			d.Check(mixedRecord(rng), nil, 0)
+		}
+	}
+	exchange(t, a, b)
+	assert.False(t, judged(alone), "24 records of its own are too few")
+	assert.True(t, judged(a), "24 records of its own and 24 of its peer's are a baseline")
+	assert.True(t, judged(b))
+}
+
+func TestDriftSharedBoundsAndRefusals(t *testing.T) {
+	evicted := 0
+	d := sharedDrift(48, func() { evicted++ })
+	valid := func() DriftBlock {
+		return DriftBlock{Service: "s", Stage: "st", Records: 100, Attrs: []BlockAttr{
+			{Name: "flag", Present: 100, Values: []BlockValue{{Value: "true", Word: true, Count: 3}, {Value: "4..7", Order: 4, Count: 97}}},
+		}}
+	}
+	for name, spoil := range map[string]func(*DriftBlock){
+		"no stage":           func(b *DriftBlock) { b.Stage = "" },
+		"too many records":   func(b *DriftBlock) { b.Records = blockRecords + 1 },
+		"no records":         func(b *DriftBlock) { b.Records = 0 },
+		"NaN records":        func(b *DriftBlock) { b.Records = math.NaN() },
+		"negative count":     func(b *DriftBlock) { b.Attrs[0].Values[0].Count = -1 },
+		"count over records": func(b *DriftBlock) { b.Attrs[0].Present = 101 },
+		"absurd order":       func(b *DriftBlock) { b.Attrs[0].Values[1].Order = 1 << 40 },
+		"dimension values":   func(b *DriftBlock) { b.Attrs[0].Dimension = true },
+		"long value":         func(b *DriftBlock) { b.Attrs[0].Values[0].Value = string(make([]byte, maxValueLen+1)) },
+		"no name":            func(b *DriftBlock) { b.Attrs[0].Name = "" },
+	} {
+		b := valid()
+		spoil(&b)
+		assert.ErrorIs(t, d.MergeBlock(&b), errBlock, name)
+	}
+	assert.Zero(t, d.places.len(), "a refused block adds nothing")
+
+	// Places, attributes and values stay within the receiver's bounds.
+	for i := range 100 {
+		b := valid()
+		b.Stage = string(rune('a'+i%26)) + string(rune('a'+i/26))
+		for k := range 20 {
+			b.Attrs = append(b.Attrs, BlockAttr{Name: string(rune('A' + k)), Present: 1})
+		}
+		require.NoError(t, d.MergeBlock(&b))
+	}
+	assert.LessOrEqual(t, d.places.len(), 64)
+	assert.Equal(t, 100, d.places.len()+evicted, "every place evicted is counted")
+	sh, p := d.places.acquire(placeKey{service: "s", stage: "vd"}, newDriftPlace) // the last one merged
+	defer sh.mu.Unlock()
+	assert.Len(t, p.list, 8)
+	assert.InDelta(t, 100, p.n.b, 1e-9)
+}
