@@ -27,6 +27,9 @@ type Config struct {
 	PrefixLength int
 	// MaxHashes bounds the hashes tracked; the least recently seen is evicted.
 	MaxHashes int
+	// Outbox bounds the hashes whose counts are kept for peers between two
+	// TakeDeltas; 0 keeps none: what is learned is not shared.
+	Outbox int
 }
 
 // Stats are a hash's or bucket's decayed request and failure counts.
@@ -62,6 +65,7 @@ type Learner struct {
 	labels  []string // bucket prefixes
 	// becameHot is called when a hash (bucket false) or bucket becomes hot.
 	becameHot func(key string, bucket bool, s Stats)
+	outbox    outbox
 }
 
 // New returns an empty learner. evicted is called for every hash evicted to
@@ -93,15 +97,22 @@ func New(cfg Config, evicted func(), becameHot func(key string, bucket bool, s S
 
 // Observe learns of one request: its input_hash and whether it failed so far.
 func (l *Learner) Observe(hash string, failed bool, now time.Time) {
-	l.learn(hash, true, failed, now)
+	l.observe(hash, Stats{Requests: 1, Failures: b2f(failed)}, now)
 }
 
 // ObserveFailure learns that a request already observed as healthy failed after all.
 func (l *Learner) ObserveFailure(hash string, now time.Time) {
-	l.learn(hash, false, true, now)
+	l.observe(hash, Stats{Failures: 1}, now)
 }
 
-func (l *Learner) learn(hash string, request, failed bool, now time.Time) {
+// observe learns what this instance saw, and keeps it for the peers.
+func (l *Learner) observe(hash string, delta Stats, now time.Time) {
+	l.learn(hash, delta, now)
+	l.outbox.add(hash, delta, l.cfg.Outbox)
+}
+
+// learn adds the requests and failures of delta to the hash and its bucket.
+func (l *Learner) learn(hash string, delta Stats, now time.Time) {
 	if hash == "" || len(hash) > maxHashLen {
 		return
 	}
@@ -111,7 +122,7 @@ func (l *Learner) learn(hash string, request, failed bool, now time.Time) {
 		e = &entry{at: t}
 		l.hashes.Add(strings.Clone(hash), e) // the key outlives the request's records
 	}
-	if l.count(e, request, failed, t) {
+	if l.count(e, delta, t) {
 		if e.hot {
 			hash = strings.Clone(hash) // rare: cloned again when the hash is new
 			l.hot[hash] = e
@@ -121,23 +132,19 @@ func (l *Learner) learn(hash string, request, failed bool, now time.Time) {
 		}
 	}
 	if b, ok := l.bucket(hash); ok {
-		if e := &l.buckets[b]; l.count(e, request, failed, t) && e.hot {
+		if e := &l.buckets[b]; l.count(e, delta, t) && e.hot {
 			l.becameHot(l.labels[b], true, e.Stats)
 		}
 	}
 }
 
-// count adds a request and/or a failure to e and judges it again; true
+// count adds delta's requests and failures to e and judges it again; true
 // when e.hot changed.
-func (l *Learner) count(e *entry, request, failed bool, t int64) bool {
+func (l *Learner) count(e *entry, delta Stats, t int64) bool {
 	e.Stats = l.decayed(e, t)
 	e.at = t
-	if request {
-		e.Requests++
-	}
-	if failed {
-		e.Failures++
-	}
+	e.Requests += delta.Requests
+	e.Failures += delta.Failures
 	wasHot := e.hot
 	e.hot = l.isHot(e.hot, e.Stats)
 	return e.hot != wasHot
