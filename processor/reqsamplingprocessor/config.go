@@ -3,10 +3,12 @@ package reqsamplingprocessor // import "github.com/loom-otel/loom/processor/reqs
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"runtime"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/confighttp"
 	"go.opentelemetry.io/collector/confmap"
 )
 
@@ -44,6 +46,10 @@ type Config struct {
 	// many goroutines, by a hash of their key, each with its share of
 	// max_requests, max_bytes and decision_cache::max_entries.
 	NumShards int `mapstructure:"num_shards"`
+	// Share exchanges what the failure model learns with the other
+	// gateways, so that each learns from all the traffic, not only from the
+	// requests routed to it.
+	Share ShareConfig `mapstructure:"share"`
 
 	// options are test seams (clock, ticks), never set from YAML.
 	options []option `mapstructure:"-"`
@@ -212,6 +218,58 @@ type VolumeGuardConfig struct {
 	_ struct{}
 }
 
+// ShareConfig configures sharing learned state between gateways: value
+// drift's baselines and the hot-input learner's counts. Off unless a server
+// endpoint, peers or a DNS name is set.
+type ShareConfig struct {
+	// Server receives the peers' pushes (confighttp: endpoint, auth, TLS);
+	// an empty endpoint receives none.
+	Server confighttp.ServerConfig `mapstructure:"server"`
+	// Client sends the pushes (confighttp: auth, TLS, headers, timeout,
+	// compression); its endpoint is not read: every peer is one.
+	Client confighttp.ClientConfig `mapstructure:"client"`
+	// Peers are the URLs (scheme://host:port) of the other gateways' servers.
+	Peers []string `mapstructure:"peers"`
+	// DNS is a URL whose host name resolves to every gateway (a headless
+	// Service), this one included: each address is a peer, on its port.
+	DNS string `mapstructure:"dns"`
+	// Interval is the time between two pushes.
+	Interval time.Duration `mapstructure:"interval"`
+	// MaxBytes bounds one message, pushed or received.
+	MaxBytes int `mapstructure:"max_bytes"`
+
+	_ struct{}
+}
+
+// enabled says whether the gateway shares what it learns.
+func (c *ShareConfig) enabled() bool {
+	return c.Server.NetAddr.Endpoint != "" || c.pushes()
+}
+
+// pushes says whether the gateway has peers to push to.
+func (c *ShareConfig) pushes() bool { return len(c.Peers) > 0 || c.DNS != "" }
+
+// minShareBytes is the least share::max_bytes: a message must hold the
+// largest block of a place.
+const minShareBytes = 64 << 10
+
+func (c *ShareConfig) validate(check func(ok bool, key, format string, args ...any)) {
+	check(c.Interval > 0, "share::interval", "must be positive, e.g. 1s; got %v", c.Interval)
+	check(c.MaxBytes >= minShareBytes, "share::max_bytes", "must be at least %d, e.g. 1048576; got %d", minShareBytes, c.MaxBytes)
+	check(c.Client.Endpoint == "", "share::client::endpoint", "is not read: list the peers in share::peers or share::dns; got %q", c.Client.Endpoint)
+	for i, p := range c.Peers {
+		check(peerURL(p, false), fmt.Sprintf("share::peers::%d", i), "must be an http(s) URL with a host, e.g. http://loom-gateway-1:4319; got %q", p)
+	}
+	check(c.DNS == "" || peerURL(c.DNS, true), "share::dns", "must be an http(s) URL with a host name and a port, e.g. http://loom-gateway-headless:4319; got %q", c.DNS)
+}
+
+// peerURL says whether s is an http(s) URL of a host (with a port when port is set) and no path.
+func peerURL(s string, port bool) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Hostname() != "" && (!port || u.Port() != "") &&
+		(u.Path == "" || u.Path == "/") && u.RawQuery == ""
+}
+
 // LearningConfig configures the hot-input learner behind hot_input policies
 // and the failure map.
 type LearningConfig struct {
@@ -260,6 +318,7 @@ func (c *Config) Validate() error {
 	check(l.MinFailureRate > 0 && l.MinFailureRate <= 1, "learning::min_failure_rate", "must be above 0 and at most 1, e.g. 0.2; got %v", l.MinFailureRate)
 	check(l.PrefixLength >= 1 && l.PrefixLength <= 3, "learning::prefix_length", "must be 1, 2 or 3 hex digits; got %d", l.PrefixLength)
 	check(l.MaxHashes > 0, "learning::max_hashes", "must be positive, e.g. 100000; got %d", l.MaxHashes)
+	c.Share.validate(check)
 	if _, err := compilePolicies(c, validationDeps()); err != nil {
 		errs = append(errs, err)
 	}

@@ -54,7 +54,14 @@ func TestLoadConfig(t *testing.T) {
 		VolumeGuard: VolumeGuardConfig{MaxShare: 0.1},
 		Storage:     &requests,
 		NumShards:   4,
+		Share:       defaultConfig().Share,
 	}
+	everything.Share.Server.NetAddr.Endpoint = "0.0.0.0:4319"
+	everything.Share.Client.Timeout = 2 * time.Second
+	everything.Share.Peers = []string{"http://loom-gateway-1:4319"}
+	everything.Share.DNS = "http://loom-gateway-headless:4319"
+	everything.Share.Interval = 2 * time.Second
+	everything.Share.MaxBytes = 512 << 10
 	got = loadConfig(t, "everything")
 	assert.Equal(t, everything, got)
 	require.NoError(t, confmap.Validate(got))
@@ -73,6 +80,8 @@ func TestValidateNamesTheKeyToFix(t *testing.T) {
 		"policies::3::input_hash::ranges::0:", "policies::4::stage::patterns",
 		`policies::5::type: "sometimes"`,
 		"policies::6::errors::attributes: an empty list checks no attribute",
+		"share::interval:", "share::max_bytes:", "share::client::endpoint:", `share::peers::0: must be an http(s) URL`,
+		`share::peers::1: must be an http(s) URL`, "share::dns:",
 		"volume_guard::max_share:", "policies::7::value_drift::rare_share:", "; value_drift::baseline_records, value_drift::recent_records:",
 	} {
 		assert.ErrorContains(t, err, key)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/confighttp"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -60,7 +61,19 @@ func createDefaultConfig() component.Config {
 			PrefixLength:   2,
 			MaxHashes:      100_000,
 		},
+		Share: ShareConfig{
+			Server:   confighttp.NewDefaultServerConfig(),
+			Client:   shareClientDefaults(),
+			Interval: time.Second,
+			MaxBytes: 1 << 20,
+		},
 	}
+}
+
+func shareClientDefaults() confighttp.ClientConfig {
+	c := confighttp.NewDefaultClientConfig()
+	c.Timeout = 5 * time.Second
+	return c
 }
 
 // factory shares one sampler per component ID between the logs and traces
@@ -158,3 +171,9 @@ func withClock(now func() time.Time) option { return func(s *sampler) { s.now = 
 // withTicks replaces the ticker: every channel received is a tick, closed
 // once the tick is done.
 func withTicks(ticks <-chan chan struct{}) option { return func(s *sampler) { s.testTicks = ticks } }
+
+// withPushes pushes learned state to the peers when the test sends an ack
+// channel (closed once pushed), instead of every share::interval.
+func withPushes(pushes <-chan chan struct{}) option {
+	return func(s *sampler) { s.testPushes = pushes }
+}

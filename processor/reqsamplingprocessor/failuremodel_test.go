@@ -78,13 +78,15 @@ type modelScore struct {
 }
 
 // runModelCase replays the case to the shipped config as one gateway and, side
-// by side, as two gateways behind a req_id-routing load balancer.
-func runModelCase(tb testing.TB, c modelCase) (one, two modelScore) {
+// by side, as two gateways behind a req_id-routing load balancer, alone and
+// sharing what they learn.
+func runModelCase(tb testing.TB, c modelCase) (one, two, shared modelScore) {
 	r := &replay{gen: c.source(tb), stitch: true, every: 10 * time.Millisecond, batchEvery: 200 * time.Millisecond}
 	single := &variant{name: "shipped", cfg: shippedConfig(tb)}
 	pair := &variant{name: "shipped, two gateways", cfg: shippedConfig(tb), gateways: 2}
-	r.run(tb, modelRequests, []*variant{single, pair})
-	return scoreModel(r.truths, single.kept), scoreModel(r.truths, pair.kept)
+	sharing := &variant{name: "shipped, two gateways sharing", cfg: shippedConfig(tb), gateways: 2, share: true}
+	r.run(tb, modelRequests, []*variant{single, pair, sharing})
+	return scoreModel(r.truths, single.kept), scoreModel(r.truths, pair.kept), scoreModel(r.truths, sharing.kept)
 }
 
 func scoreModel(truths []workload.Truth, kept *counter) modelScore {
@@ -105,13 +107,6 @@ func scoreModel(truths []workload.Truth, kept *counter) modelScore {
 	return ms
 }
 
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
-
 func pct(n, of int) string {
 	if of == 0 {
 		return "-"
@@ -119,16 +114,17 @@ func pct(n, of int) string {
 	return fmt.Sprintf("%.2f%%", 100*float64(n)/float64(of))
 }
 
-func writeModelRow(w io.Writer, c modelCase, ms, two modelScore) {
-	fmt.Fprintf(w, "%-8s %-10s %8d %9s %9s %9s %9.2f%% %8.3f× %8d %11s %9.3f×\n", c.family, c.scenario, ms.failing,
+func writeModelRow(w io.Writer, c modelCase, ms, two, shared modelScore) {
+	fmt.Fprintf(w, "%-8s %-10s %8d %9s %9s %9s %9.2f%% %8.3f× %8d %11s %9.3f× %11s %9.3f×\n", c.family, c.scenario, ms.failing,
 		pct(ms.loudWhole, ms.loud), pct(ms.silentWhole, ms.silent), pct(ms.failingComplete, ms.failing),
-		ms.healthyRate(), ms.volume(), ms.partial, pct(two.failingComplete, two.failing), two.volume())
+		ms.healthyRate(), ms.volume(), ms.partial, pct(two.failingComplete, two.failing), two.volume(),
+		pct(shared.failingComplete, shared.failing), shared.volume())
 }
 
 func writeModelHeader(w io.Writer) {
 	fmt.Fprintf(w, "\nfailure model: distribution/config.yaml's reqsampling after goldenfield and reqidstitch, %d requests per case\n", modelRequests)
-	fmt.Fprintf(w, "%-8s %-10s %8s %9s %9s %9s %10s %9s %8s %11s %10s\n", "family", "scenario", "failing", "loud", "silent", "all",
-		"healthy", "volume", "partial", "all (2 gw)", "vol (2 gw)")
+	fmt.Fprintf(w, "%-8s %-10s %8s %9s %9s %9s %10s %9s %8s %11s %10s %11s %10s\n", "family", "scenario", "failing", "loud", "silent", "all",
+		"healthy", "volume", "partial", "all (2 gw)", "vol (2 gw)", "all (2 sh)", "vol (2 sh)")
 }
 
 // TestShippedConfigOnBothFamilies scores the shipped default config on every
@@ -139,16 +135,17 @@ func writeModelHeader(w io.Writer) {
 func TestShippedConfigOnBothFamilies(t *testing.T) {
 	writeModelHeader(os.Stdout)
 	for _, c := range modelCases() {
-		one, two := runModelCase(t, c)
-		writeModelRow(os.Stdout, c, one, two)
+		one, two, shared := runModelCase(t, c)
+		writeModelRow(os.Stdout, c, one, two, shared)
 		// Two gateways learn each place from half its records: the goal holds
 		// on one; on two, the bounds are what this run measures with margin
-		// (83.21% and 1.146× at worst), so that a regression shows.
+		// (83.21% and 1.146× at worst alone, 89.29% and 1.191× sharing their
+		// baselines, whose recent windows stay apart), so that a regression shows.
 		for _, s := range []struct {
 			setup          string
 			ms             modelScore
 			kept, maxRatio float64
-		}{{"one gateway", one, 99, 1.2}, {"two gateways", two, 80, 1.3}} {
+		}{{"one gateway", one, 99, 1.2}, {"two gateways", two, 80, 1.3}, {"two gateways sharing", shared, 87, 1.3}} {
 			ms := s.ms
 			assert.Zero(t, ms.partial, "%s/%s, %s: no request kept in part", c.family, c.scenario, s.setup)
 			if ms.failing == 0 {

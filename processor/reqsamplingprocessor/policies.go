@@ -39,6 +39,9 @@ type policyDeps struct {
 	// for every value-drift place.
 	seriesEvicted, driftEvicted func()
 	now                         func() time.Time
+	// outbox bounds what a learned detector keeps for the peers between
+	// two pushes; 0 when nothing is shared.
+	outbox int
 }
 
 // validationDeps compile policies only to check them.
@@ -169,6 +172,7 @@ func newValueDrift(name string, c *ValueDriftConfig, deps policyDeps) (policy.Ev
 		MaxPlaces:       cmpOr(c.MaxPlaces, 2000),
 		MaxAttributes:   cmpOr(c.MaxAttributes, 64),
 		MaxValues:       cmpOr(c.MaxValues, 24),
+		Outbox:          deps.outbox,
 	}
 	var errs []error
 	if cfg.RareShare <= 0 || cfg.RareShare >= 1 {

@@ -43,8 +43,13 @@ type sampler struct {
 	observers []policy.Observer
 	scanners  *sync.Pool
 
-	now       func() time.Time
-	testTicks <-chan chan struct{}
+	set        component.TelemetrySettings
+	now        func() time.Time
+	testTicks  <-chan chan struct{}
+	testPushes <-chan chan struct{}
+	// share exchanges what the failure model learns with the peers; nil
+	// when nothing is shared.
+	share *sharer
 
 	// outlets are the processors' pipelines by signal, added before Start.
 	outlets [numSignals][]*outlet
@@ -91,6 +96,7 @@ func newSampler(set processor.Settings, cfg *Config) (*sampler, error) {
 	}
 	s := &sampler{
 		id:        set.ID,
+		set:       set.TelemetrySettings,
 		cfg:       cfg,
 		logger:    set.Logger,
 		now:       time.Now,
@@ -105,6 +111,10 @@ func newSampler(set processor.Settings, cfg *Config) (*sampler, error) {
 	for _, o := range cfg.options {
 		o(s)
 	}
+	var outbox shareOutbox
+	if cfg.Share.enabled() {
+		outbox = sharedOutbox
+	}
 	// Policies report through the telemetry, which names them: two steps.
 	var tel *telemetry
 	s.learner = learner.New(learner.Config{
@@ -113,6 +123,7 @@ func newSampler(set processor.Settings, cfg *Config) (*sampler, error) {
 		MinFailureRate: cfg.Learning.MinFailureRate,
 		PrefixLength:   cfg.Learning.PrefixLength,
 		MaxHashes:      cfg.Learning.MaxHashes,
+		Outbox:         outbox.hashes,
 	}, func() { tel.evicted(stateInputHash) }, s.becameHot)
 	policies, err := compilePolicies(cfg, policyDeps{
 		set:     set.TelemetrySettings,
@@ -126,6 +137,7 @@ func newSampler(set processor.Settings, cfg *Config) (*sampler, error) {
 		seriesEvicted: func() { tel.evicted(stateLatencySeries) },
 		driftEvicted:  func() { tel.evicted(stateDriftPlace) },
 		now:           func() time.Time { return s.now() },
+		outbox:        outbox.blocks,
 	})
 	if err != nil {
 		tb.Shutdown()
@@ -141,6 +153,9 @@ func newSampler(set processor.Settings, cfg *Config) (*sampler, error) {
 		}
 	}
 	s.scanners = newScannerPool(policies)
+	if cfg.Share.enabled() {
+		s.share = newSharer(s, policies)
+	}
 	for range cfg.NumShards {
 		s.shards = append(s.shards, newShard(s, cfg.NumShards))
 	}
@@ -169,6 +184,11 @@ func (s *sampler) start(ctx context.Context, host component.Host) error {
 	s.startOnce.Do(func() {
 		if err = s.openJournal(ctx, host); err != nil {
 			return
+		}
+		if s.share != nil {
+			if err = s.share.start(ctx, host); err != nil {
+				return
+			}
 		}
 		s.started.Store(true)
 		registerFailureMap(s.id, s)
@@ -218,6 +238,9 @@ func (s *sampler) shutdown(ctx context.Context) error {
 				err = ctx.Err()
 			}
 			unregisterFailureMap(s.id, s)
+		}
+		if s.share != nil && s.started.Load() {
+			err = errors.Join(err, s.share.shutdown(ctx))
 		}
 		if cerr := s.journal.Close(ctx); cerr != nil {
 			err = errors.Join(err, cerr)

@@ -69,6 +69,8 @@ type telemetry struct {
 	errors    []metric.MeasurementOption              // by policy index
 	early     [numEarlyReasons]metric.MeasurementOption
 	evictions [numStates]metric.MeasurementOption
+	// pushes and entries are the share results, by success.
+	pushes, entries [2]metric.MeasurementOption
 	// buckets is used under the sampler's lock; at most 16^3+2 entries.
 	buckets map[string]metric.MeasurementOption
 }
@@ -101,6 +103,10 @@ func newTelemetry(tb *metadata.TelemetryBuilder, policies []compiledPolicy) *tel
 	for s := range numStates {
 		t.evictions[s] = metric.WithAttributes(attribute.String("state", stateNames[s]))
 	}
+	t.pushes = [2]metric.MeasurementOption{metric.WithAttributes(attribute.String("result", "failed")),
+		metric.WithAttributes(attribute.String("result", "sent"))}
+	t.entries = [2]metric.MeasurementOption{metric.WithAttributes(attribute.String("result", "rejected")),
+		metric.WithAttributes(attribute.String("result", "accepted"))}
 	return t
 }
 
@@ -110,6 +116,31 @@ func (t *telemetry) evicted(s state) {
 
 func (t *telemetry) decidedEarly(r earlyReason) {
 	t.tb.ProcessorReqsamplingEarlyDecisions.Add(t.ctx, 1, t.early[r])
+}
+
+// pushed counts a message of learned state pushed to a peer.
+func (t *telemetry) pushed(sent bool, bytes int) {
+	t.tb.ProcessorReqsamplingSharePushes.Add(t.ctx, 1, t.pushes[b2i(sent)])
+	if sent {
+		t.tb.ProcessorReqsamplingSharePushedBytes.Add(t.ctx, int64(bytes))
+	}
+}
+
+// shareReceived counts the entries of learned state a peer pushed.
+func (t *telemetry) shareReceived(accepted, rejected int) {
+	if accepted > 0 {
+		t.tb.ProcessorReqsamplingShareReceived.Add(t.ctx, int64(accepted), t.entries[1])
+	}
+	if rejected > 0 {
+		t.tb.ProcessorReqsamplingShareReceived.Add(t.ctx, int64(rejected), t.entries[0])
+	}
+}
+
+// shareDropped counts the entries of learned state that were not pushed.
+func (t *telemetry) shareDropped(n int) {
+	if n > 0 {
+		t.tb.ProcessorReqsamplingShareDropped.Add(t.ctx, int64(n))
+	}
 }
 
 // policyFailed counts a record policy i could not evaluate.
@@ -191,3 +222,10 @@ func (t *telemetry) registerGauges(s *sampler) error {
 
 // maxHotReported bounds the hot hashes reported as metric series.
 const maxHotReported = 100
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -107,8 +107,11 @@ type variant struct {
 	// behind a req_id-routing load balancer: each its own sampler, learning
 	// from the requests routed to it, all exporting to kept.
 	gateways int
-	hs       []*harness
-	kept     *counter
+	// share has the gateways share what they learn, as share:: does, every
+	// shareEvery of simulated time.
+	share bool
+	hs    []*harness
+	kept  *counter
 	// decisions counts the decided requests of every gateway by policy.
 	decisions map[string]DecisionCount
 }
@@ -180,6 +183,9 @@ func (r *replay) run(tb testing.TB, n int, variants []*variant) {
 		for range max(v.gateways, 1) {
 			cfg := *v.cfg
 			cfg.options = slices.Clone(cfg.options)
+			if v.share {
+				cfg.Share.Server.NetAddr.Endpoint = "127.0.0.1:0"
+			}
 			v.hs = append(v.hs, newHarnessTo(tb, &cfg, v.kept))
 		}
 	}
@@ -199,6 +205,9 @@ func (r *replay) run(tb testing.TB, n int, variants []*variant) {
 				}
 				h.clock.set(now)
 				h.tick()
+			}
+			if v.share && now.Sub(t0)%shareEvery < r.batchEvery {
+				exchange(tb, v.hs)
 			}
 		}
 		goldenLogs.Reset()
@@ -228,6 +237,25 @@ func (r *replay) run(tb testing.TB, n int, variants []*variant) {
 				v.decisions[policy] = sum
 			}
 			h.shutdown()
+		}
+	}
+}
+
+// shareEvery is share::interval's default.
+const shareEvery = time.Second
+
+// exchange hands what every gateway learned since the last exchange to the
+// others, encoded and merged as over HTTP.
+func exchange(tb testing.TB, hs []*harness) {
+	for g, from := range hs {
+		msgs := from.sampler().share.outgoing()
+		for to, h := range hs {
+			if to == g {
+				continue
+			}
+			for _, m := range msgs {
+				require.NoError(tb, h.sampler().share.receive(m))
+			}
 		}
 	}
 }

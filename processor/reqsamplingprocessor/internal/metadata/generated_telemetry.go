@@ -41,6 +41,10 @@ type TelemetryBuilder struct {
 	ProcessorReqsamplingPendingRequests     metric.Int64ObservableGauge
 	ProcessorReqsamplingPolicyErrors        metric.Int64Counter
 	ProcessorReqsamplingRecords             metric.Int64Counter
+	ProcessorReqsamplingShareDropped        metric.Int64Counter
+	ProcessorReqsamplingSharePushedBytes    metric.Int64Counter
+	ProcessorReqsamplingSharePushes         metric.Int64Counter
+	ProcessorReqsamplingShareReceived       metric.Int64Counter
 	ProcessorReqsamplingThrottled           metric.Int64Counter
 }
 
@@ -229,6 +233,30 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_processor_reqsampling_records",
 		metric.WithDescription("Number of log records and spans kept (forwarded) or dropped with their request, late ones included. [Development]"),
 		metric.WithUnit("{record}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorReqsamplingShareDropped, err = builder.meter.Int64Counter(
+		"otelcol_processor_reqsampling_share_dropped",
+		metric.WithDescription("Number of entries of learned state not pushed because the outbox between two pushes (or one message) was full. [Development]"),
+		metric.WithUnit("{entry}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorReqsamplingSharePushedBytes, err = builder.meter.Int64Counter(
+		"otelcol_processor_reqsampling_share_pushed_bytes",
+		metric.WithDescription("Bytes of learned state that peer gateways took. [Development]"),
+		metric.WithUnit("By"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorReqsamplingSharePushes, err = builder.meter.Int64Counter(
+		"otelcol_processor_reqsampling_share_pushes",
+		metric.WithDescription("Number of messages of learned state (value_drift baseline blocks, hot_input counts) pushed to peer gateways, by whether the peer took them. [Development]"),
+		metric.WithUnit("{message}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorReqsamplingShareReceived, err = builder.meter.Int64Counter(
+		"otelcol_processor_reqsampling_share_received",
+		metric.WithDescription("Number of entries of learned state received from peer gateways, merged or rejected; a push that is not a message counts as one rejected entry. [Development]"),
+		metric.WithUnit("{entry}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ProcessorReqsamplingThrottled, err = builder.meter.Int64Counter(

@@ -45,6 +45,10 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ProcessorReqsamplingLateRecords.Add(context.Background(), 1)
 	tb.ProcessorReqsamplingPolicyErrors.Add(context.Background(), 1)
 	tb.ProcessorReqsamplingRecords.Add(context.Background(), 1)
+	tb.ProcessorReqsamplingShareDropped.Add(context.Background(), 1)
+	tb.ProcessorReqsamplingSharePushedBytes.Add(context.Background(), 1)
+	tb.ProcessorReqsamplingSharePushes.Add(context.Background(), 1)
+	tb.ProcessorReqsamplingShareReceived.Add(context.Background(), 1)
 	tb.ProcessorReqsamplingThrottled.Add(context.Background(), 1)
 	AssertEqualProcessorReqsamplingBucketFailures(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
@@ -83,6 +87,18 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorReqsamplingRecords(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualProcessorReqsamplingShareDropped(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualProcessorReqsamplingSharePushedBytes(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualProcessorReqsamplingSharePushes(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualProcessorReqsamplingShareReceived(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorReqsamplingThrottled(t, testTel,

@@ -21,6 +21,9 @@ func NewValueDrift(name string, drift *failure.Drift) *ValueDrift {
 	return &ValueDrift{name: name, drift: drift}
 }
 
+// Drift is what the policy learns, to share with peers.
+func (v *ValueDrift) Drift() *failure.Drift { return v.drift }
+
 // MatchRecord learns the record; a record alone never matches.
 func (v *ValueDrift) MatchRecord(r *Record) bool {
 	v.drift.Check(r, nil, 0)
