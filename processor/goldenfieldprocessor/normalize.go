@@ -89,6 +89,23 @@ func (c *compiled) role(k string) (fieldRole, bool) {
 	return c.roleIn(k, false)
 }
 
+// keyRole is a key's role, noted by normalize so that removeAttributes, which
+// walks the same attributes in the same order, need not look it up again.
+type keyRole struct {
+	key  string
+	role fieldRole
+}
+
+// noted returns the role of the i-th attribute, k, as normalize noted it,
+// or looks it up when the attributes changed at i since.
+func (c *compiled) noted(sc *scratch, i int, k string) fieldRole {
+	if i < len(sc.roles) && sc.roles[i].key == k {
+		return sc.roles[i].role
+	}
+	role, _ := c.role(k)
+	return role
+}
+
 // roleIn is role for a key of a span event, which may carry content (isContentEvent).
 func (c *compiled) roleIn(k string, contentEvent bool) (fieldRole, bool) {
 	if !contentEvent {
@@ -107,6 +124,7 @@ func (c *compiled) roleIn(k string, contentEvent bool) (fieldRole, bool) {
 func (c *compiled) normalize(attrs pcommon.Map, sc *scratch, t *tally) {
 	attrs.Range(func(k string, v pcommon.Value) bool {
 		role, known := c.role(k)
+		sc.roles = append(sc.roles, keyRole{k, role})
 		switch {
 		case role.input:
 			sc.inputs = append(sc.inputs, k)

@@ -95,6 +95,7 @@ func compile(c *Config, set component.TelemetrySettings) (*compiled, error) {
 // scratch is per-record working state, reused across the records of a batch.
 type scratch struct {
 	fields    []extract.Field // found in the body
+	roles     []keyRole       // of the record's attributes, in order, as normalize found them
 	format    bodyFormat
 	oversized bool     // the body was parsed only up to max_body_bytes
 	inputs    []string // raw input attributes present
@@ -111,6 +112,7 @@ func (sc *scratch) reset() {
 	sc.fields, sc.format, sc.oversized = sc.fields[:0], formatNone, false
 	sc.inputs, sc.secrets, sc.aliases, sc.numeric = sc.inputs[:0], sc.secrets[:0], sc.aliases[:0], sc.numeric[:0]
 	sc.preferred, sc.conflicts = sc.preferred[:0], sc.conflicts[:0]
+	sc.roles = sc.roles[:0]
 	sc.failures = sc.failures[:0]
 }
 

@@ -216,8 +216,10 @@ func (c *compiled) removeAttributes(attrs pcommon.Map, sc *scratch, t *tally) {
 			return
 		}
 	}
+	i := -1
 	attrs.RemoveIf(func(k string, v pcommon.Value) bool {
-		role, _ := c.role(k)
+		i++
+		role := c.noted(sc, i, k)
 		switch {
 		case role.canonical != "" && !role.keep:
 			return true
