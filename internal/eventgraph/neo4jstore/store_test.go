@@ -76,6 +76,26 @@ func TestPlaceholdersFilledLater(t *testing.T) {
 	assert.Equal(t, int64(1), srv.Count(t, `MATCH ()-[r:CAUSED]->() RETURN count(r)`, nil))
 }
 
+// TestNextFollowsAMovedEvent writes an event again later than the rest of
+// its request: its old neighbours are joined, and it ends the chain.
+func TestNextFollowsAMovedEvent(t *testing.T) {
+	ctx := context.Background()
+	s, srv := open(t, 1000, nil)
+	events := storetest.Fixture()
+	require.NoError(t, s.Write(ctx, events))
+	moved := events[2] // #3, between #2 and #4
+	moved.Time = moved.Time.Add(time.Hour)
+	require.NoError(t, s.Write(ctx, []eventgraph.Event{moved}))
+	chain := []string{storetest.ID(1), storetest.ID(2), storetest.ID(4), storetest.ID(5), storetest.ID(6),
+		storetest.ID(7), storetest.ID(8), storetest.ID(3)}
+	for i := range chain[:len(chain)-1] {
+		assert.Equal(t, int64(1), srv.Count(t, `MATCH (:Event {event_id: $from})-[r:NEXT]->(:Event {event_id: $to}) RETURN count(r)`,
+			map[string]any{"from": chain[i], "to": chain[i+1]}), "NEXT %d -> %d", i, i+1)
+	}
+	assert.Equal(t, int64(len(chain)-1), srv.Count(t, `MATCH (:Event {req_id: $req_id})-[r:NEXT]->() RETURN count(r)`,
+		map[string]any{"req_id": storetest.ReqFailing}))
+}
+
 func TestSchemaIsIdempotent(t *testing.T) {
 	ctx := context.Background()
 	s, srv := open(t, 1000, nil)

@@ -3,6 +3,7 @@ package neo4jstore
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/neo4j/neo4j-go-driver/v5/neo4j"
 
@@ -10,75 +11,105 @@ import (
 	"github.com/loom-otel/loom/internal/golden"
 )
 
-// writeEvents merges the events, their membership edges and the edges their
-// records declare (CAUSED, ASYNC_OF). Optional values arrive as lists of zero
-// or one element, so that FOREACH skips what is absent.
-var writeEvents = func() string {
-	q := `UNWIND $rows AS row
-MERGE (e:Event {event_id: row.id})
-SET e += row.props
-FOREACH (v IN row.req | MERGE (r:Request {req_id: v}) MERGE (e)-[:IN_REQUEST]->(r))
-`
+// Every write statement is one UNWIND over rows of one kind, each row a list
+// of values, so that a batch is a few statements whatever its size and the
+// server plans each statement once.
+const (
+	// writeEvents merges the events' nodes and properties.
+	writeEvents = `UNWIND $rows AS row
+MERGE (e:Event {event_id: row[0]})
+SET e += row[1]`
+	// writeRequests merges the requests' outcome and time span; they only
+	// grow, so the merge is idempotent and independent of the order of batches.
+	writeRequests = `UNWIND $rows AS row
+MERGE (r:Request {req_id: row[0]})
+SET r.failed = coalesce(r.failed, false) OR row[1],
+    r.first_time = CASE WHEN r.first_time IS NULL OR row[2] < r.first_time THEN row[2] ELSE r.first_time END,
+    r.last_time = CASE WHEN r.last_time IS NULL OR row[3] > r.last_time THEN row[3] ELSE r.last_time END`
+	// linkCauses merges one CAUSED edge per row (effect, cause, type, rule),
+	// the cause a placeholder until its record arrives.
+	linkCauses = `UNWIND $rows AS row
+MATCH (e:Event {event_id: row[0]})
+MERGE (c:Event {event_id: row[1]})
+MERGE (c)-[:CAUSED {type: row[2], rule: row[3]}]->(e)`
+	// linkAsyncRoots merges one ASYNC_OF edge per row (detached event, root).
+	linkAsyncRoots = `UNWIND $rows AS row
+MATCH (e:Event {event_id: row[0]})
+MERGE (root:Event {event_id: row[1]})
+MERGE (e)-[:ASYNC_OF]->(root)`
+)
+
+// membership is an Event's edge to a node it shares with other events: its
+// Request, its dimension values.
+type membership struct {
+	label, key, edge string
+	value            func(*eventgraph.Event) string
+	// write merges the edges of rows (event_id, value), the node with them.
+	write string
+}
+
+var memberships = func() []membership {
+	out := []membership{{label: "Request", key: golden.ReqID, edge: "IN_REQUEST",
+		value: func(e *eventgraph.Event) string { return e.ReqID }}}
 	for _, d := range dimensions {
-		q += `FOREACH (v IN row.` + string(d.dim) + ` | MERGE (d:` + string(d.dim) + ` {` + d.key + `: v}) MERGE (e)-[:` + d.edge + `]->(d))
-`
+		out = append(out, membership{label: string(d.dim), key: d.key, edge: d.edge,
+			value: func(e *eventgraph.Event) string { return e.Value(d.dim) }})
 	}
-	return q + `FOREACH (c IN row.causes | MERGE (x:Event {event_id: c.id}) MERGE (x)-[:CAUSED {type: c.type, rule: c.rule}]->(e))
-FOREACH (v IN row.async_of | MERGE (root:Event {event_id: v}) MERGE (e)-[:ASYNC_OF]->(root))`
+	for i := range out {
+		m := &out[i]
+		m.write = `UNWIND $rows AS row
+MATCH (e:Event {event_id: row[0]})
+MERGE (d:` + m.label + ` {` + m.key + `: row[1]})
+MERGE (e)-[:` + m.edge + `]->(d)`
+	}
+	return out
 }()
 
-// writeRequests merges the requests' outcome and time span; they only grow,
-// so the merge is idempotent and independent of the order of batches.
-const writeRequests = `UNWIND $rows AS q
-MERGE (r:Request {req_id: q.req_id})
-SET r.failed = coalesce(r.failed, false) OR q.failed,
-    r.first_time = CASE WHEN r.first_time IS NULL OR q.first < r.first_time THEN q.first ELSE r.first_time END,
-    r.last_time = CASE WHEN r.last_time IS NULL OR q.last > r.last_time THEN q.last ELSE r.last_time END`
-
 // CHILD_OF edges join spans by trace and span id, whichever of parent and
-// child arrives first: each new event links to its parent and its children.
+// child arrives first: each new event links to its parent (rows: event_id,
+// parent_key) and its children (rows: event_id, span_key).
 const (
 	linkParents = `UNWIND $rows AS row
-MATCH (e:Event {event_id: row.id})
-MATCH (p:Event {span_key: row.parent_key})
+MATCH (e:Event {event_id: row[0]})
+MATCH (p:Event {span_key: row[1]})
 MERGE (e)-[:CHILD_OF]->(p)`
 	linkChildren = `UNWIND $rows AS row
-MATCH (p:Event {event_id: row.id})
-MATCH (c:Event {parent_key: row.span_key})
+MATCH (p:Event {event_id: row[0]})
+MATCH (c:Event {parent_key: row[1]})
 MERGE (c)-[:CHILD_OF]->(p)`
 )
 
-// NEXT edges chain a request's events in (time, event_id) order. A new event
-// links to its predecessor and successor, and the edges that used to bridge
-// it are removed: after any sequence of writes the chain is the one the full
-// set of events defines. Two events never share a predecessor, so the rows of
-// one statement do not interfere.
-const (
-	linkPredecessor = `UNWIND $rows AS row
-MATCH (e:Event {event_id: row.id})
+// linkNext chains a request's events in (time, event_id) order. A row is a
+// request and the span of times its batch touched (req_id, first, last: the
+// batch's events' times, new and stored). Only the segment from the last
+// event before first to the first event after last can change: it is read
+// through the (req_id, time) index, its events are linked in order, and the
+// NEXT edges that no longer join neighbours are removed (the request's last
+// event keeps none; the one after the segment keeps its own). After any sequence
+// of writes the chain is the one the full set of events defines, and a batch
+// costs what its segments hold, not what its requests hold.
+const linkNext = `UNWIND $rows AS row
 CALL {
-  WITH e
-  MATCH (p:Event {req_id: e.req_id})
-  WHERE p.time < e.time OR (p.time = e.time AND p.event_id < e.event_id)
-  RETURN p ORDER BY p.time DESC, p.event_id DESC LIMIT 1
+  WITH row
+  MATCH (e:Event {req_id: row[0]}) WHERE e.time < row[1]
+  RETURN e ORDER BY e.time DESC, e.event_id DESC LIMIT 1
+  UNION ALL
+  WITH row
+  MATCH (e:Event {req_id: row[0]}) WHERE e.time >= row[1] AND e.time <= row[2]
+  RETURN e
+  UNION ALL
+  WITH row
+  MATCH (e:Event {req_id: row[0]}) WHERE e.time > row[2]
+  RETURN e ORDER BY e.time, e.event_id LIMIT 1
 }
-OPTIONAL MATCH (p)-[old:NEXT]->(x) WHERE x <> e
+WITH row, e ORDER BY e.time, e.event_id
+WITH row, collect(e) AS segment
+UNWIND range(0, size(segment) - 1) AS i
+WITH segment[i] AS e, segment[i + 1] AS successor, row[2] AS last
+OPTIONAL MATCH (e)-[old:NEXT]->(x) WHERE x <> successor OR (successor IS NULL AND e.time <= last)
 DELETE old
-WITH DISTINCT p, e
-MERGE (p)-[:NEXT]->(e)`
-	linkSuccessor = `UNWIND $rows AS row
-MATCH (e:Event {event_id: row.id})
-CALL {
-  WITH e
-  MATCH (n:Event {req_id: e.req_id})
-  WHERE n.time > e.time OR (n.time = e.time AND n.event_id > e.event_id)
-  RETURN n ORDER BY n.time, n.event_id LIMIT 1
-}
-OPTIONAL MATCH (x)-[old:NEXT]->(n) WHERE x <> e
-DELETE old
-WITH DISTINCT n, e
-MERGE (e)-[:NEXT]->(n)`
-)
+WITH DISTINCT e, successor WHERE successor IS NOT NULL
+MERGE (e)-[:NEXT]->(successor)`
 
 // Write merges the events in transactions of at most MaxRows events.
 func (s *Store) Write(ctx context.Context, events []eventgraph.Event) error {
@@ -104,19 +135,24 @@ func (s *Store) Write(ctx context.Context, events []eventgraph.Event) error {
 	return nil
 }
 
-// readOwners returns the req_id of the events among ids that a request holds.
-const readOwners = `UNWIND $ids AS id
+// readStored returns the request and time of the events among ids that a request holds.
+const readStored = `UNWIND $ids AS id
 MATCH (e:Event {event_id: id}) WHERE e.req_id IS NOT NULL
-RETURN e.event_id, e.req_id`
+RETURN e.event_id, e.req_id, e.time`
 
-// refuseOwnedElsewhere returns the positions of the events that would take
-// over an event another request holds, in the store or earlier in the batch.
-func refuseOwnedElsewhere(ctx context.Context, tx neo4j.ManagedTransaction, events []eventgraph.Event) (refused []int, err error) {
-	ids := make([]any, len(events))
+// storedEvent is what the store holds of an event of the batch.
+type storedEvent struct {
+	reqID string
+	time  time.Time
+}
+
+// readOwners returns what the store holds of the chunk's events that a request holds.
+func readOwners(ctx context.Context, tx neo4j.ManagedTransaction, events []eventgraph.Event) (map[string]storedEvent, error) {
+	ids := make([]string, len(events))
 	for i := range events {
 		ids[i] = events[i].ID
 	}
-	res, err := tx.Run(ctx, readOwners, map[string]any{"ids": ids})
+	res, err := tx.Run(ctx, readStored, map[string]any{"ids": ids})
 	if err != nil {
 		return nil, err
 	}
@@ -124,9 +160,19 @@ func refuseOwnedElsewhere(ctx context.Context, tx neo4j.ManagedTransaction, even
 	if err != nil {
 		return nil, err
 	}
-	owners := make(map[string]string, len(records))
+	stored := make(map[string]storedEvent, len(records))
 	for _, r := range records {
-		owners[str(r.Values[0])] = str(r.Values[1])
+		stored[str(r.Values[0])] = storedEvent{reqID: str(r.Values[1]), time: utc(r.Values[2])}
+	}
+	return stored, nil
+}
+
+// refuseOwnedElsewhere returns the positions of the events that would take
+// over an event another request holds, in the store or earlier in the batch.
+func refuseOwnedElsewhere(events []eventgraph.Event, stored map[string]storedEvent) (refused []int) {
+	owners := make(map[string]string, len(events))
+	for id, e := range stored {
+		owners[id] = e.reqID
 	}
 	for i := range events {
 		e := &events[i]
@@ -136,48 +182,18 @@ func refuseOwnedElsewhere(ctx context.Context, tx neo4j.ManagedTransaction, even
 			owners[e.ID] = e.ReqID
 		}
 	}
-	return refused, nil
+	return refused
 }
 
 // writeChunk writes the events that no other request holds, and returns the
 // positions of the others.
 func writeChunk(ctx context.Context, tx neo4j.ManagedTransaction, chunk []eventgraph.Event) ([]int, error) {
-	refused, err := refuseOwnedElsewhere(ctx, tx, chunk)
+	stored, err := readOwners(ctx, tx, chunk)
 	if err != nil {
 		return nil, err
 	}
-	events := eventgraph.Without(chunk, refused)
-	rows := make([]any, len(events))
-	var parents, children, inRequest []any
-	for i := range events {
-		e := &events[i]
-		rows[i] = eventRow(e)
-		if key := e.ParentKey(); key != "" {
-			parents = append(parents, map[string]any{"id": e.ID, "parent_key": key})
-		}
-		if key := e.SpanKey(); key != "" {
-			children = append(children, map[string]any{"id": e.ID, "span_key": key})
-		}
-		if e.ReqID != "" {
-			inRequest = append(inRequest, map[string]any{"id": e.ID})
-		}
-	}
-	requests := eventgraph.Requests(events)
-	reqRows := make([]any, len(requests))
-	for i, r := range requests {
-		reqRows[i] = map[string]any{"req_id": r.ReqID, "failed": r.Failed, "first": r.First.UTC(), "last": r.Last.UTC()}
-	}
-	for _, stmt := range []struct {
-		query string
-		rows  []any
-	}{
-		{writeEvents, rows},
-		{writeRequests, reqRows},
-		{linkParents, parents},
-		{linkChildren, children},
-		{linkPredecessor, inRequest},
-		{linkSuccessor, inRequest},
-	} {
+	refused := refuseOwnedElsewhere(chunk, stored)
+	for _, stmt := range statements(eventgraph.Without(chunk, refused), stored) {
 		if len(stmt.rows) == 0 {
 			continue
 		}
@@ -190,6 +206,93 @@ func writeChunk(ctx context.Context, tx neo4j.ManagedTransaction, chunk []eventg
 		}
 	}
 	return refused, nil
+}
+
+type statement struct {
+	query string
+	rows  []any
+}
+
+// statements are the writes of the events, in the order they run: nodes
+// before the edges that match them.
+func statements(events []eventgraph.Event, stored map[string]storedEvent) []statement {
+	rows := make([]any, len(events))
+	members := make([][]any, len(memberships))
+	var causes, asyncRoots, parents, children []any
+	for i := range events {
+		e := &events[i]
+		rows[i] = []any{e.ID, eventProperties(e)}
+		for j, m := range memberships {
+			if v := m.value(e); v != "" {
+				members[j] = append(members[j], []string{e.ID, v})
+			}
+		}
+		for _, c := range e.Causes {
+			causes = append(causes, []string{e.ID, c.EventID, c.Type, c.Rule})
+		}
+		if e.AsyncOf != "" {
+			asyncRoots = append(asyncRoots, []string{e.ID, e.AsyncOf})
+		}
+		if key := e.ParentKey(); key != "" {
+			parents = append(parents, []string{e.ID, key})
+		}
+		if key := e.SpanKey(); key != "" {
+			children = append(children, []string{e.ID, key})
+		}
+	}
+	requests := eventgraph.Requests(events)
+	requestRows := make([]any, len(requests))
+	for i, r := range requests {
+		requestRows[i] = []any{r.ReqID, r.Failed, r.First.UTC(), r.Last.UTC()}
+	}
+	out := []statement{{writeEvents, rows}, {writeRequests, requestRows}}
+	for j, m := range memberships {
+		out = append(out, statement{m.write, members[j]})
+	}
+	return append(out,
+		statement{linkCauses, causes},
+		statement{linkAsyncRoots, asyncRoots},
+		statement{linkParents, parents},
+		statement{linkChildren, children},
+		statement{linkNext, segments(events, stored)},
+	)
+}
+
+// segments returns, per request of the events, the span of times whose
+// chain the write changes: the events' new times and the ones stored, which
+// an event written again with another time leaves.
+func segments(events []eventgraph.Event, stored map[string]storedEvent) []any {
+	type span struct{ first, last time.Time }
+	spans := map[string]*span{}
+	var order []string
+	for i := range events {
+		e := &events[i]
+		if e.ReqID == "" {
+			continue
+		}
+		sp := spans[e.ReqID]
+		if sp == nil {
+			sp = &span{first: e.Time, last: e.Time}
+			spans[e.ReqID] = sp
+			order = append(order, e.ReqID)
+		}
+		for _, t := range []time.Time{e.Time, stored[e.ID].time} {
+			if t.IsZero() {
+				continue
+			}
+			if t.Before(sp.first) {
+				sp.first = t
+			}
+			if t.After(sp.last) {
+				sp.last = t
+			}
+		}
+	}
+	rows := make([]any, len(order))
+	for i, req := range order {
+		rows[i] = []any{req, spans[req].first.UTC(), spans[req].last.UTC()}
+	}
+	return rows
 }
 
 // Event node properties besides the attributes (which keep their dotted names).
@@ -216,7 +319,8 @@ const (
 	propAdjustedCount = golden.SamplingAdjustedCount
 )
 
-func eventRow(e *eventgraph.Event) map[string]any {
+// eventProperties are the Event node's properties: the fields that are set and the attributes.
+func eventProperties(e *eventgraph.Event) map[string]any {
 	props := make(map[string]any, 16+len(e.Attrs))
 	props[propKind] = string(e.Kind)
 	props[propTime] = e.Time.UTC()
@@ -227,15 +331,15 @@ func eventRow(e *eventgraph.Event) map[string]any {
 	if e.Kind == eventgraph.KindLog {
 		props[propSeverityNumber] = int64(e.SeverityNumber)
 	}
-	for k, v := range map[string]string{
-		golden.ReqID: e.ReqID, golden.Stage: e.Stage, golden.ModelVer: e.ModelVer, golden.InputHash: e.InputHash,
-		propService: e.Service, propHost: e.Host, propGPU: e.GPU,
-		propSeverityText: e.SeverityText, propStatus: e.Status, propName: e.Name, propMessage: e.Message,
-		golden.TraceID: e.TraceID, golden.SpanID: e.SpanID, propParentSpanID: e.ParentSpanID,
-		propSpanKey: e.SpanKey(), propParentKey: e.ParentKey(),
+	for _, f := range [...]struct{ name, value string }{
+		{golden.ReqID, e.ReqID}, {golden.Stage, e.Stage}, {golden.ModelVer, e.ModelVer}, {golden.InputHash, e.InputHash},
+		{propService, e.Service}, {propHost, e.Host}, {propGPU, e.GPU},
+		{propSeverityText, e.SeverityText}, {propStatus, e.Status}, {propName, e.Name}, {propMessage, e.Message},
+		{golden.TraceID, e.TraceID}, {golden.SpanID, e.SpanID}, {propParentSpanID, e.ParentSpanID},
+		{propSpanKey, e.SpanKey()}, {propParentKey, e.ParentKey()},
 	} {
-		if v != "" {
-			props[k] = v
+		if f.value != "" {
+			props[f.name] = f.value
 		}
 	}
 	for k, v := range e.Attrs {
@@ -247,26 +351,5 @@ func eventRow(e *eventgraph.Event) map[string]any {
 	if e.AdjustedCount != 0 {
 		props[propAdjustedCount] = e.AdjustedCount
 	}
-	row := map[string]any{
-		"id":       e.ID,
-		"props":    props,
-		"req":      optional(e.ReqID),
-		"async_of": optional(e.AsyncOf),
-	}
-	for _, d := range dimensions {
-		row[string(d.dim)] = optional(e.Value(d.dim))
-	}
-	causes := make([]any, len(e.Causes))
-	for i, c := range e.Causes {
-		causes[i] = map[string]any{"id": c.EventID, "type": c.Type, "rule": c.Rule}
-	}
-	row["causes"] = causes
-	return row
-}
-
-func optional(v string) []any {
-	if v == "" {
-		return []any{}
-	}
-	return []any{v}
+	return props
 }
