@@ -131,23 +131,7 @@ func BenchmarkNeo4jWrite(b *testing.B) {
 			require.NoError(b, err)
 			defer func() { _ = s.Close(context.Background()) }()
 			require.NoError(b, s.EnsureSchema(context.Background()))
-			var mem writeMeter
-			n := 0
-			for b.Loop() {
-				b.StopTimer()
-				batch := eventsForOp(events, n, neo4jOpEvents)
-				n++
-				mem.start()
-				b.StartTimer()
-				require.NoError(b, bc.write(s, batch))
-				b.StopTimer()
-				mem.stop()
-				b.StartTimer()
-			}
-			written := float64(n * neo4jOpEvents)
-			b.ReportMetric(written/b.Elapsed().Seconds(), "events/s")
-			b.ReportMetric(float64(mem.allocs)/written, "allocs/event")
-			b.ReportMetric(float64(mem.bytes)/written, "B/event")
+			meteredWrites(b, events, neo4jOpEvents, func(batch []eventgraph.Event) error { return bc.write(s, batch) })
 		})
 	}
 }
@@ -193,26 +177,35 @@ func BenchmarkEmbeddedWrite(b *testing.B) {
 			s, err := sqlitestore.Open(context.Background(), filepath.Join(b.TempDir(), "graph.db"), sqlitestore.Options{})
 			require.NoError(b, err)
 			defer func() { _ = s.Close(context.Background()) }()
-			var mem writeMeter
-			n := 0
-			for b.Loop() {
-				b.StopTimer()
-				batch := eventsForOp(events, n, embeddedOpEvents)
-				n++
-				mem.start()
-				b.StartTimer()
-				require.NoError(b, bc.write(s, batch))
-				b.StopTimer()
-				mem.stop()
-				b.StartTimer()
-			}
-			written := float64(n * embeddedOpEvents)
-			b.ReportMetric(written/b.Elapsed().Seconds(), "events/s")
-			b.ReportMetric(float64(mem.allocs)/written, "allocs/event")
-			b.ReportMetric(float64(mem.bytes)/written, "B/event")
+			written, mem := meteredWrites(b, events, embeddedOpEvents, func(batch []eventgraph.Event) error { return bc.write(s, batch) })
 			b.ReportMetric(written/mem.cpu.Seconds(), "events/cpu-s")
 		})
 	}
+}
+
+// meteredWrites writes batches of opEvents new events until the benchmark
+// ends and reports the events written per second and the allocations and
+// bytes per event of the writes alone, the batches' making excluded. It
+// returns the events written and the meter.
+func meteredWrites(b *testing.B, events []eventgraph.Event, opEvents int, write func([]eventgraph.Event) error) (float64, *writeMeter) {
+	var mem writeMeter
+	n := 0
+	for b.Loop() {
+		b.StopTimer()
+		batch := eventsForOp(events, n, opEvents)
+		n++
+		mem.start()
+		b.StartTimer()
+		require.NoError(b, write(batch))
+		b.StopTimer()
+		mem.stop()
+		b.StartTimer()
+	}
+	written := float64(n * opEvents)
+	b.ReportMetric(written/b.Elapsed().Seconds(), "events/s")
+	b.ReportMetric(float64(mem.allocs)/written, "allocs/event")
+	b.ReportMetric(float64(mem.bytes)/written, "B/event")
+	return written, &mem
 }
 
 // writeMeter sums the heap allocations and the process's CPU time between
