@@ -213,6 +213,10 @@ func TestPersistentQueueSurvivesRestart(t *testing.T) {
 	}, 10*time.Second, 20*time.Millisecond)
 	first.shutdown(t)
 
+	// The second instance may retry soon and wait long: on a loaded machine
+	// its first write can outlast the first instance's short timeout.
+	cfg.RetryConfig.InitialInterval = 200 * time.Millisecond
+	cfg.TimeoutConfig.Timeout = 15 * time.Second
 	proxy.set(true)
 	startPipeline(t, cfg, host)
 	require.Eventually(t, func() bool {
