@@ -32,8 +32,8 @@ type DriftConfig struct {
 	// identifier or a measurement, not an outcome, and only its presence is
 	// tracked).
 	MaxPlaces, MaxAttributes, MaxValues int
-	// Outbox bounds the blocks kept for peers between two TakeBlocks; 0
-	// keeps none: the baselines are not shared.
+	// Outbox bounds the blocks kept for peers between two TakeBlocks, and
+	// the places TakeRecent returns; 0 keeps none: nothing is shared.
 	Outbox int
 }
 
@@ -92,17 +92,20 @@ type driftPlace struct {
 	list  []*driftAttr
 	usual []*driftAttr // attributes (almost) always present: their absence is judged
 	seq   uint64       // records seen, which stamps the attributes each carried
-	// peerRecords counts the records peers' blocks added to the baseline.
+	// peerRecords counts the records of the place that peers saw, as their
+	// recent records tell (MergeRecent): with seq, the records seen by all.
 	peerRecords float64
 }
 
 // cell counts records: b in the baseline (decayed), r in the recent window
-// (scaled by the place's wr), block in the block waiting to join the baseline.
-type cell struct{ b, r, block float64 }
+// (scaled by the place's wr), block in the block waiting to join the
+// baseline, fresh the instance's own since the last TakeRecent.
+type cell struct{ b, r, block, fresh float64 }
 
 func (c *cell) add(wr float64) {
 	c.r += wr
 	c.block++
+	c.fresh++
 }
 
 // join adds the block to the baseline with the given weight and returns
@@ -216,10 +219,7 @@ func (d *Drift) observe(p *driftPlace, attrs pcommon.Map, notes []Candidate, max
 		}
 	}
 	p.n.add(p.wr)
-	p.wr *= d.gr
-	if p.wr > rescaleAt {
-		p.rescale()
-	}
+	p.advance(d.gr)
 	if p.seq%blockRecords == 0 || d.warmingUp(p) && p.n.block >= d.warmupBlock {
 		d.joinBlock(p)
 	}
@@ -418,6 +418,15 @@ func (d *Drift) refreshUsual(p *driftPlace) {
 		if a.absent != nil {
 			p.usual = append(p.usual, a)
 		}
+	}
+}
+
+// advance grows the weight of the place's next record by growth: the
+// recent window decays.
+func (p *driftPlace) advance(growth float64) {
+	p.wr *= growth
+	if p.wr > rescaleAt {
+		p.rescale()
 	}
 }
 

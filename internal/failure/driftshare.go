@@ -97,7 +97,7 @@ const (
 // block's records, places, attributes and values are added within the same
 // bounds. A block that Drift could not have produced is refused whole.
 func (d *Drift) MergeBlock(b *DriftBlock) error {
-	if err := b.check(); err != nil {
+	if err := b.check(blockRecords); err != nil {
 		return err
 	}
 	sh, p := d.places.acquire(placeKey{service: b.Service, stage: b.Stage, span: b.Span}, newDriftPlace)
@@ -108,8 +108,14 @@ func (d *Drift) MergeBlock(b *DriftBlock) error {
 
 func (d *Drift) merge(p *driftPlace, b *DriftBlock) {
 	p.decayBaseline(d.decay(p, b.Records))
-	p.n.b += b.Records
-	p.peerRecords += b.Records
+	d.mergeCounts(p, b, func(c *cell, n float64) { c.b += n })
+	d.refreshUsual(p)
+}
+
+// mergeCounts adds each count of b to its cell of the place through add,
+// adding the attributes and values b names within the place's bounds.
+func (d *Drift) mergeCounts(p *driftPlace, b *DriftBlock, add func(c *cell, n float64)) {
+	add(&p.n, b.Records)
 	for i := range b.Attrs {
 		ba := &b.Attrs[i]
 		if skipAttribute(ba.Name) {
@@ -119,9 +125,9 @@ func (d *Drift) merge(p *driftPlace, b *DriftBlock) {
 		if a == nil {
 			continue
 		}
-		a.present.b += ba.Present
+		add(&a.present, ba.Present)
 		if a.absent != nil {
-			a.absent.c.b += ba.Absent
+			add(&a.absent.c, ba.Absent)
 		}
 		if ba.Dimension {
 			a.dimension, a.values = true, nil
@@ -138,10 +144,9 @@ func (d *Drift) merge(p *driftPlace, b *DriftBlock) {
 			if dv == nil {
 				break
 			}
-			dv.c.b += bv.Count
+			add(&dv.c, bv.Count)
 		}
 	}
-	d.refreshUsual(p)
 }
 
 // decayBaseline scales the place's baseline counts by f.
@@ -163,12 +168,13 @@ func (p *driftPlace) decayBaseline(f float64) {
 
 var errBlock = errors.New("drift block")
 
-func (b *DriftBlock) check() error {
+// check says whether b is what Drift produces of at most maxRecords records.
+func (b *DriftBlock) check(maxRecords float64) error {
 	switch {
 	case b.Stage == "" || len(b.Stage) > maxKeyLen || len(b.Service) > maxKeyLen:
 		return fmt.Errorf("%w: stage must be set, stage and service at most %d bytes", errBlock, maxKeyLen)
-	case !count(b.Records, blockRecords) || b.Records == 0:
-		return fmt.Errorf("%w: records must be above 0 and at most %d; got %v", errBlock, blockRecords, b.Records)
+	case !count(b.Records, maxRecords) || b.Records == 0:
+		return fmt.Errorf("%w: records must be above 0 and at most %v; got %v", errBlock, maxRecords, b.Records)
 	}
 	for i := range b.Attrs {
 		a := &b.Attrs[i]
@@ -188,4 +194,85 @@ func (b *DriftBlock) check() error {
 // count says whether n is a count of at most limit records.
 func count(n, limit float64) bool {
 	return n >= 0 && n <= limit && !math.IsNaN(n)
+}
+
+// TakeRecent returns, for every place that saw records of its own since it
+// was last called, their counts (records, every tracked attribute's
+// presence and absence, every value's), for the peers to add to their
+// recent windows: each instance behind a load balancer sees a share of a
+// surge, and together they see it whole. At most DriftConfig.Outbox places
+// are returned; dropped counts the others. Nothing unless Outbox is set.
+func (d *Drift) TakeRecent() (recent []DriftBlock, dropped int) {
+	if d.outbox == nil {
+		return nil, 0
+	}
+	d.places.each(func(p *driftPlace) {
+		records := p.n.fresh
+		if records == 0 {
+			return
+		}
+		if len(recent) < d.outbox.max {
+			recent = append(recent, p.takeFresh())
+		} else {
+			p.takeFresh()
+			dropped++
+		}
+	})
+	return recent, dropped
+}
+
+// takeFresh returns the place's own records since the last call, and
+// starts counting anew.
+func (p *driftPlace) takeFresh() DriftBlock {
+	records := p.n.fresh
+	p.n.fresh = 0
+	b := DriftBlock{Service: p.key.service, Stage: p.key.stage, Span: p.key.span, Records: records,
+		Attrs: make([]BlockAttr, 0, len(p.list))}
+	for _, a := range p.list {
+		// Every attribute goes, the absent ones too: a field that stops
+		// being written is a surge of its absence.
+		ba := BlockAttr{Name: a.name, Present: a.present.fresh, Absent: records - a.present.fresh, Dimension: a.dimension}
+		a.present.fresh = 0
+		for _, v := range a.values {
+			if v.c.fresh > 0 {
+				ba.Values = append(ba.Values, blockValue(v, v.c.fresh))
+				v.c.fresh = 0
+			}
+		}
+		b.Attrs = append(b.Attrs, ba)
+	}
+	return b
+}
+
+// maxRecentRecords bounds the records of one place a peer saw between two
+// pushes: a million a second is beyond any gateway.
+const maxRecentRecords = 1 << 20
+
+// recentSpan is how many half-lives of the recent window a peer's records
+// may advance it at once: after as many, nothing of it is left to weigh.
+const recentSpan = 64
+
+// MergeRecent adds a peer's recent records of a place (TakeRecent's) to the
+// place's recent window as if they had just arrived here: the window decays
+// by as many records, and they weigh as the latest. They do not join this
+// instance's baseline: the peer's blocks bring them there. They count
+// among the place's first records that make its native values: a value
+// native to the place is native to it on every instance, however many
+// share its traffic. What Drift could not have produced is refused whole.
+func (d *Drift) MergeRecent(b *DriftBlock) error {
+	if err := b.check(maxRecentRecords); err != nil {
+		return err
+	}
+	sh, p := d.places.acquire(placeKey{service: b.Service, stage: b.Stage, span: b.Span}, newDriftPlace)
+	defer sh.mu.Unlock()
+	// A record's weight grows by gr per record: those of the n records
+	// arriving now sum to wr·(gr^n-1)/(gr-1), shared evenly among the
+	// counts of b.
+	n := min(b.Records, recentSpan*d.cfg.RecentRecords)
+	growth := math.Pow(d.gr, n)
+	perRecord := p.wr * (growth - 1) / (d.gr - 1) / b.Records
+	p.peerRecords += b.Records
+	d.mergeCounts(p, b, func(c *cell, count float64) { c.r += count * perRecord })
+	p.advance(growth)
+	return nil
 }

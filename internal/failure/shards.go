@@ -68,6 +68,18 @@ func (s *shardedLRU[V]) lock(key placeKey, f func()) {
 	f()
 }
 
+// each runs f on every place, under the lock of its shard.
+func (s *shardedLRU[V]) each(f func(V)) {
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for _, v := range sh.lru.Values() {
+			f(v)
+		}
+		sh.mu.Unlock()
+	}
+}
+
 // len is the number of places held.
 func (s *shardedLRU[V]) len() int {
 	n := 0
