@@ -219,7 +219,7 @@ type VolumeGuardConfig struct {
 }
 
 // ShareConfig configures sharing learned state between gateways: value
-// drift's baselines and the hot-input learner's counts. Off unless a server
+// drift's baselines and recent windows, and the hot-input learner's counts. Off unless a server
 // endpoint, peers or a DNS name is set.
 type ShareConfig struct {
 	// Server receives the peers' pushes (confighttp: endpoint, auth, TLS);

@@ -137,15 +137,15 @@ func TestShippedConfigOnBothFamilies(t *testing.T) {
 	for _, c := range modelCases() {
 		one, two, shared := runModelCase(t, c)
 		writeModelRow(os.Stdout, c, one, two, shared)
-		// Two gateways learn each place from half its records: the goal holds
-		// on one; on two, the bounds are what this run measures with margin
-		// (83.21% and 1.146× at worst alone, 89.29% and 1.191× sharing their
-		// baselines, whose recent windows stay apart), so that a regression shows.
+		// Two gateways alone learn each place from half its records: their
+		// bounds are what this run measures with margin (83.21% and 1.146× at
+		// worst), so that a regression shows. The goal holds on one gateway,
+		// and on two that share what they learn.
 		for _, s := range []struct {
 			setup          string
 			ms             modelScore
 			kept, maxRatio float64
-		}{{"one gateway", one, 99, 1.2}, {"two gateways", two, 80, 1.3}, {"two gateways sharing", shared, 87, 1.3}} {
+		}{{"one gateway", one, 99, 1.2}, {"two gateways", two, 80, 1.3}, {"two gateways sharing", shared, 99, 1.2}} {
 			ms := s.ms
 			assert.Zero(t, ms.partial, "%s/%s, %s: no request kept in part", c.family, c.scenario, s.setup)
 			if ms.failing == 0 {

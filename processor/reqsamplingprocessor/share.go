@@ -28,11 +28,14 @@ import (
 // SharePath is where a gateway receives what its peers learned.
 const SharePath = "/reqsampling/v1/learned"
 
-// shareOutbox bounds what is kept for the peers between two pushes.
+// shareOutbox bounds what is kept for the peers between two pushes: a
+// value_drift policy's blocks, and apart the places whose recent records
+// are pushed; input hashes.
 type shareOutbox struct{ blocks, hashes int }
 
 // sharedOutbox holds a second of a busy gateway's learning: at 10k records/s
-// over 100 places, some 80 blocks; at 10k requests/s, 10k input hashes.
+// over 100 places, some 80 blocks and 100 places' recent records; at 10k
+// requests/s, 10k input hashes.
 var sharedOutbox = shareOutbox{blocks: 1024, hashes: 16384}
 
 // shareMessage is one push: entries of what the sender learned since its
@@ -44,20 +47,23 @@ type shareMessage struct {
 	Entries []shareEntry `json:"entries"`
 }
 
-// shareEntry is one value_drift policy's block, or one input_hash's counts.
+// shareEntry is one value_drift policy's block or recent records of a
+// place, or one input_hash's counts.
 type shareEntry struct {
 	Policy string              `json:"policy,omitempty"`
 	Block  *failure.DriftBlock `json:"block,omitempty"`
+	Recent *failure.DriftBlock `json:"recent,omitempty"`
 	Input  *learner.InputDelta `json:"input,omitempty"`
 }
 
-var errEntry = errors.New("an entry is a value_drift policy's block or an input's counts")
+var errEntry = errors.New("an entry is a value_drift policy's block or recent records, or an input's counts")
 
 // sharer exchanges what the failure model learns with the peer gateways:
 // every share::interval it pushes what this gateway learned since the last
 // push to every peer, and it merges what peers push to it as if it had
-// learned it itself. What is shared: value_drift's baseline blocks and
-// hot_input's counts by input_hash; latency is learned alone.
+// learned it itself. What is shared: value_drift's baseline blocks and the
+// counts of its recent records by place, and hot_input's counts by
+// input_hash; latency is learned alone.
 type sharer struct {
 	s      *sampler
 	cfg    *ShareConfig
@@ -236,6 +242,11 @@ func (sh *sharer) outgoing() [][]byte {
 		for i := range blocks {
 			add(shareEntry{Policy: name, Block: &blocks[i]})
 		}
+		recent, n := d.TakeRecent()
+		dropped += n
+		for i := range recent {
+			add(shareEntry{Policy: name, Recent: &recent[i]})
+		}
 	}
 	sh.s.mu.Lock()
 	deltas, n := sh.s.learner.TakeDeltas()
@@ -314,9 +325,11 @@ func (sh *sharer) receive(body []byte) error {
 	var inputs []*learner.InputDelta
 	for _, e := range m.Entries {
 		switch d := sh.drifts[e.Policy]; {
-		case e.Block != nil && e.Input == nil && d != nil:
+		case e.Block != nil && e.Recent == nil && e.Input == nil && d != nil:
 			count(d.MergeBlock(e.Block))
-		case e.Input != nil && e.Block == nil && e.Policy == "":
+		case e.Recent != nil && e.Block == nil && e.Input == nil && d != nil:
+			count(d.MergeRecent(e.Recent))
+		case e.Input != nil && e.Block == nil && e.Recent == nil && e.Policy == "":
 			inputs = append(inputs, e.Input)
 		default:
 			count(fmt.Errorf("%w (policy %q)", errEntry, e.Policy))

@@ -67,8 +67,9 @@ func TestGatewaysShareOverHTTP(t *testing.T) {
 	assert.Equal(t, "a1b2c3d4", snap.HotHashes[0].InputHash)
 	assert.InDelta(t, 12, snap.HotHashes[0].Failures, 0.01)
 
-	// Every entry was merged: one block per place, one input.
-	entries := int64(1 + 2)
+	// Every entry was merged: one block and one window of recent records
+	// per place, one input.
+	entries := int64(2 + 2 + 1)
 	metadatatest.AssertEqualProcessorReqsamplingShareReceived(t, a.tel, []metricdata.DataPoint[int64]{
 		{Value: entries, Attributes: attribute.NewSet(attribute.String("result", "accepted"))},
 	}, metricdatatest.IgnoreTimestamp())
@@ -131,6 +132,7 @@ func FuzzShareReceive(f *testing.F) {
 		f.Add(strings.Replace(string(m), `"from":"`, `"from":"peer`, 1))
 	}
 	f.Add(`{"entries":[{"policy":"value_drift","block":{"svc":"s","stage":"st","n":2,"attrs":[{"k":"a","p":2,"v":[{"v":"x","w":true,"c":2}]}]}}]}`)
+	f.Add(`{"entries":[{"policy":"value_drift","recent":{"svc":"s","stage":"st","n":1e6,"attrs":[{"k":"a","p":5,"a":1e6,"v":[{"v":"x","w":true,"c":5}]}]}}]}`)
 	f.Fuzz(func(_ *testing.T, body string) {
 		_ = sh.receive([]byte(body))
 	})
