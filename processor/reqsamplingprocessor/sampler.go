@@ -111,8 +111,8 @@ func newSampler(set processor.Settings, cfg *Config) (*sampler, error) {
 	for _, o := range cfg.options {
 		o(s)
 	}
-	var outbox shareOutbox
-	if cfg.Share.enabled() {
+	var outbox shareOutbox // kept only for someone to push to
+	if cfg.Share.pushes() {
 		outbox = sharedOutbox
 	}
 	// Policies report through the telemetry, which names them: two steps.

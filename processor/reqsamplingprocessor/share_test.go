@@ -30,6 +30,13 @@ func sharingGateway(t *testing.T, peers ...string) (*harness, chan chan struct{}
 	return newHarness(t, cfg), pushes
 }
 
+// sharingByHand has a gateway keep what it learns for a peer that the test
+// hands it to (outgoing, receive) instead of pushing it over a socket.
+func sharingByHand(cfg *Config) {
+	cfg.Share.Peers = []string{"http://peer.invalid"}
+	cfg.options = append(cfg.options, withPushes(make(chan chan struct{})))
+}
+
 func (h *harness) shareURL() string { return "http://" + h.sampler().share.addr.String() }
 
 func push(pushes chan chan struct{}) {
@@ -123,7 +130,7 @@ func TestMalformedPushesAreCountedRejections(t *testing.T) {
 // rejections, never a panic.
 func FuzzShareReceive(f *testing.F) {
 	cfg := defaultConfig()
-	cfg.Share.Server.NetAddr.Endpoint = "127.0.0.1:0"
+	sharingByHand(cfg)
 	h := newHarness(f, cfg)
 	h.send(ptrace.NewTraces(), failingRequests(16))
 	h.tick()
@@ -140,7 +147,7 @@ func FuzzShareReceive(f *testing.F) {
 
 func TestPushesAreBoundedInBytes(t *testing.T) {
 	cfg := defaultConfig()
-	cfg.Share.Server.NetAddr.Endpoint = "127.0.0.1:0"
+	sharingByHand(cfg)
 	cfg.Share.MaxBytes = minShareBytes
 	h := newHarness(t, cfg)
 	var recs []rec
@@ -158,4 +165,11 @@ func TestPushesAreBoundedInBytes(t *testing.T) {
 		require.NoError(t, h.sampler().share.receive([]byte(strings.Replace(string(m), `"from":"`, `"from":"peer`, 1))))
 	}
 	t.Logf("5000 input hashes: %d messages, %d bytes", len(msgs), total)
+}
+
+func TestAServerWithoutPeersKeepsNothingForThem(t *testing.T) {
+	g, _ := sharingGateway(t)
+	g.send(ptrace.NewTraces(), failingRequests(12))
+	g.tick()
+	assert.Empty(t, g.sampler().share.outgoing(), "no one to push to: no outbox")
 }

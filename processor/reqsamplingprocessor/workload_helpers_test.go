@@ -184,7 +184,7 @@ func (r *replay) run(tb testing.TB, n int, variants []*variant) {
 			cfg := *v.cfg
 			cfg.options = slices.Clone(cfg.options)
 			if v.share {
-				cfg.Share.Server.NetAddr.Endpoint = "127.0.0.1:0"
+				sharingByHand(&cfg)
 			}
 			v.hs = append(v.hs, newHarnessTo(tb, &cfg, v.kept))
 		}
