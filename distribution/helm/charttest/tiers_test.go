@@ -266,6 +266,27 @@ func TestDefaultsMakeTheTwoTiers(t *testing.T) {
 		}
 	})
 
+	t.Run("gateways share what they learn", func(t *testing.T) {
+		share := at(gateway.config, "processors", "reqsampling", "share")
+		port, ok := gateway.port("share")
+		if !ok {
+			t.Fatal("the gateway container declares no share port")
+		}
+		if endpoint := gateway.resolved(at(share, "server", "endpoint")); endpoint != fmt.Sprintf("0.0.0.0:%d", port.ContainerPort) {
+			t.Errorf("share::server::endpoint is %q, want the share port on the pod network", endpoint)
+		}
+		headless := objs.services[objs.statefulSets["loom-gateway"].Spec.ServiceName]
+		if !slices.ContainsFunc(headless.Spec.Ports, func(p corev1.ServicePort) bool {
+			return p.Name == "share" && p.Port == port.ContainerPort
+		}) {
+			t.Error("the headless Service does not carry the share port")
+		}
+		dns := gateway.resolved(at(share, "dns"))
+		if want := fmt.Sprintf("http://%s.%s.svc:%d", headless.Name, headless.Namespace, port.ContainerPort); dns != want {
+			t.Errorf("share::dns is %q, want %q: the headless Service, which resolves to every replica", dns, want)
+		}
+	})
+
 	t.Run("gateway unprivileged", func(t *testing.T) {
 		sc := gateway.container.SecurityContext
 		if sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
@@ -401,6 +422,29 @@ func TestRCAPageCanBeTurnedOff(t *testing.T) {
 	for _, p := range gateway.container.Ports {
 		if p.Name == "rca" {
 			t.Error("the gateway container still declares the rca port")
+		}
+	}
+}
+
+// gateway.share.enabled: false leaves reqsampling's share:: off: no endpoint,
+// no peers, no port.
+func TestSharingCanBeTurnedOff(t *testing.T) {
+	values := filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(values, []byte("gateway:\n  share:\n    enabled: false\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	objs := install(t, values)
+	gateway := objs.tier(t, "StatefulSet", "loom-gateway")
+	share := at(gateway.config, "processors", "reqsampling", "share")
+	if endpoint, dns := gateway.resolved(at(share, "server", "endpoint")), gateway.resolved(at(share, "dns")); endpoint != "" || dns != "" {
+		t.Errorf("sharing is still on: share::server::endpoint %q, share::dns %q", endpoint, dns)
+	}
+	if _, ok := gateway.port("share"); ok {
+		t.Error("the gateway container still declares the share port")
+	}
+	for _, p := range objs.services["loom-gateway-headless"].Spec.Ports {
+		if p.Name == "share" {
+			t.Error("the headless Service still carries the share port")
 		}
 	}
 }
