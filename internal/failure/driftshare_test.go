@@ -37,41 +37,38 @@ func exchange(t *testing.T, drifts ...*Drift) {
 	}
 }
 
-// recentOf returns the place's decayed recent records and every value's
-// decayed recent count.
-func recentOf(d *Drift, r *Record) (records float64, counts map[string]float64) {
+// learnedOf returns, as of reads each cell, the place's records and every
+// attribute's and value's count.
+func learnedOf(d *Drift, r *Record, of func(p *driftPlace, c *cell) float64) (records float64, counts map[string]float64) {
 	counts = map[string]float64{}
 	key := placeKey{service: r.Service, stage: r.Stage, span: r.IsSpan}
 	sh, p := d.places.acquire(key, newDriftPlace)
 	defer sh.mu.Unlock()
 	for _, a := range p.list {
-		counts[a.name] = a.present.r / p.wr
+		counts[a.name] = of(p, &a.present)
 		if a.absent != nil {
-			counts[a.name+"="+Absent] = a.absent.c.r / p.wr
+			counts[a.name+"="+Absent] = of(p, &a.absent.c)
 		}
 		for _, v := range a.values {
-			counts[a.name+"="+v.value] = v.c.r / p.wr
+			counts[a.name+"="+v.value] = of(p, &v.c)
 		}
 	}
-	return p.n.r / p.wr, counts
+	return of(p, &p.n), counts
 }
 
 // baselineOf returns the place's baseline records and every value's share of them.
 func baselineOf(d *Drift, r *Record) (records float64, shares map[string]float64) {
-	shares = map[string]float64{}
-	key := placeKey{service: r.Service, stage: r.Stage, span: r.IsSpan}
-	sh, p := d.places.acquire(key, newDriftPlace)
-	defer sh.mu.Unlock()
-	for _, a := range p.list {
-		shares[a.name] = a.present.b / p.n.b
-		if a.absent != nil {
-			shares[a.name+"="+Absent] = a.absent.c.b / p.n.b
-		}
-		for _, v := range a.values {
-			shares[a.name+"="+v.value] = v.c.b / p.n.b
-		}
+	records, shares = learnedOf(d, r, func(_ *driftPlace, c *cell) float64 { return c.b })
+	for k := range shares {
+		shares[k] /= records
 	}
-	return p.n.b, shares
+	return records, shares
+}
+
+// recentOf returns the place's decayed recent records and every value's
+// decayed recent count.
+func recentOf(d *Drift, r *Record) (records float64, counts map[string]float64) {
+	return learnedOf(d, r, func(p *driftPlace, c *cell) float64 { return c.r / p.wr })
 }
 
 // mixedRecord is a record of a place with a rare flag, a three-way tier, a
