@@ -27,6 +27,21 @@ func waitQuiet(sink *otlpsink.Sink, quiet time.Duration) otlpsink.Counts {
 	return last
 }
 
+// keepEmptyAnswers adds the workload's own contract for an empty answer to
+// reqsampling's policies, as a user adds one (reqsampling README). S1's empty
+// answers are there from the first request of a run sent in a few seconds:
+// value drift alone keeps all but the first couple (360 of 362 measured),
+// which come before any baseline exists; tests that want every failing
+// request configure this.
+func keepEmptyAnswers(cfg map[string]any) {
+	rs := mapAt(cfg, "processors", "reqsampling")
+	rs["policies"] = append(rs["policies"].([]any), map[string]any{"name": "empty_output", "type": "failure_condition",
+		"failure_condition": map[string]any{"conditions": []any{
+			`Int(attributes["output_length"]) == 0`,
+			`attributes["filter_reason"] != nil and attributes["filter_reason"] != "none"`,
+		}}})
+}
+
 // TestReqsamplingKeepsEveryFailingRequestWhole sends the S1–S3 mix through the
 // default config and scores what comes out against the ground truth: every
 // failing request is kept with all of its logs and spans, healthy requests at
@@ -34,18 +49,8 @@ func waitQuiet(sink *otlpsink.Sink, quiet time.Duration) otlpsink.Counts {
 func TestReqsamplingKeepsEveryFailingRequestWhole(t *testing.T) {
 	sink := startSink(t)
 	col := startCollector(t, "distribution/config.yaml", withEdits(exportTo(sink, "logs", "traces"), func(cfg map[string]any) {
-		rs := mapAt(cfg, "processors", "reqsampling")
-		rs["decision_wait"] = "2s"
-		// S1's empty answers are there from the first request of a run sent
-		// in a few seconds: value drift alone keeps all but the first couple
-		// (360 of 362 measured), which come before any baseline exists. The
-		// test wants every one, so it configures the service's own contract
-		// for an empty answer, as a user adds one (reqsampling README).
-		rs["policies"] = append(rs["policies"].([]any), map[string]any{"name": "empty_output", "type": "failure_condition",
-			"failure_condition": map[string]any{"conditions": []any{
-				`Int(attributes["output_length"]) == 0`,
-				`attributes["filter_reason"] != nil and attributes["filter_reason"] != "none"`,
-			}}})
+		mapAt(cfg, "processors", "reqsampling")["decision_wait"] = "2s"
+		keepEmptyAnswers(cfg)
 	}))
 	sent, truths := sendWorkload(t, col, workload.GRPC, workload.Config{
 		Scenarios: []workload.Scenario{workload.S1, workload.S2, workload.S3},

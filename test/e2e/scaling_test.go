@@ -1,0 +1,382 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/loom-otel/loom/internal/golden"
+	"github.com/loom-otel/loom/internal/otlpsink"
+	"github.com/loom-otel/loom/internal/workload"
+)
+
+const (
+	// The gateway tier's Service as the agents' k8s resolver names it.
+	scalingService, scalingNamespace = "loom-gateway", "loom"
+	// scalingDecisionWait is the gateways' reqsampling::decision_wait:
+	// shorter than gateway.yaml's 30s so that the run stays short, long
+	// enough for every record of a request, late ones included, to arrive.
+	scalingDecisionWait = 5 * time.Second
+	// scalingRate is the records per second the generator sends.
+	scalingRate = 300
+	// clientDelay is how long a record may wait in the generator: it sends
+	// each signal in batches of 1024 records, and about half of its records
+	// are spans, so a batch fills in 2*1024/scalingRate seconds (as an SDK's
+	// batch processor holds a span up to 5s by default).
+	clientDelay = 2 * 1024 * time.Second / scalingRate
+	// routingLag bounds how long the agent may hold a record before routing
+	// it: reqidstitch/agent's hold (1s), the persistent queue's batch
+	// (200ms) and a retry.
+	routingLag = 3 * time.Second
+	// receivedExporter is the exporter of each gateway's second pipeline,
+	// which sends the test every record the gateway receives, before any decision.
+	receivedExporter = "otlp_grpc/e2e_received"
+)
+
+// scalingGateway is one gateway replica of the scaling test: its address on
+// the ring, the process, and two sinks: what it received, what it exported.
+type scalingGateway struct {
+	addr           string
+	col            *collector
+	received, kept *otlpsink.Sink
+}
+
+// gatewaySetChange is one change of the ready gateways during the run: the
+// gateways ready after it and those stopped (SIGTERM) as it happens, as a
+// StatefulSet scaled down removes a pod from its Service and terminates it.
+type gatewaySetChange struct {
+	name  string
+	after time.Duration // since the traffic started
+	ready []int
+	stop  []int
+	at    time.Time // when it happened
+}
+
+// TestGatewaySetChangesMidRun runs the shipped agent config in front of
+// replicas of the shipped gateway config, all on loopback, and changes the
+// set of gateways mid-run, 3 -> 4 -> 2, while the workload generator sends at
+// a steady rate. The agent follows the set through contrib's k8s resolver
+// reading a stand-in of the Kubernetes API (endpointSliceAPI): the chart's
+// dns resolver cannot be pointed at a test's DNS server, and both resolvers
+// hand their list to the same ring at run time. Each gateway samples (failing
+// requests kept, 10% of healthy ones), and the test scores, against the
+// ground truth, every request as whole with one decision (all of its records
+// exported by one gateway, or none), overall and for the requests in flight
+// at each change.
+//
+// The gateways do not hand a request over when its owner changes (issue 16):
+// a request in flight at a change is received by two gateways, decided by
+// each, and may arrive in part or from both. So the test asserts only what
+// holds today: every record the agent was sent reaches a gateway, once, and
+// no gateway exports a record twice. The request figures (whole with one
+// decision, failing kept whole; overall, per change and away from changes)
+// are logged for issue 16's goals, not asserted.
+func TestGatewaySetChangesMidRun(t *testing.T) {
+	port := freePort(t)
+	api := startEndpointSliceAPI(t, scalingService, scalingNamespace, port)
+	t.Setenv("KUBECONFIG", api.kubeconfig(t))
+
+	// Each gateway listens on its own loopback address and the one port the
+	// Service names, as the pods of a StatefulSet do. The fourth is ready
+	// before the change that adds it, as a pod is before its endpoint is.
+	gateways := make([]*scalingGateway, 4)
+	for i := range gateways {
+		g := &scalingGateway{addr: net.JoinHostPort(fmt.Sprintf("127.0.0.%d", 11+i), strconv.Itoa(port)), received: startSink(t), kept: startSink(t)}
+		g.col = startCollector(t, "distribution/gateway.yaml", scalingGatewayConfig(t, g))
+		gateways[i] = g
+	}
+	hosts := func(indexes []int) []string {
+		var out []string
+		for _, i := range indexes {
+			host, _, _ := net.SplitHostPort(gateways[i].addr)
+			out = append(out, host)
+		}
+		return out
+	}
+	api.setReady(hosts([]int{0, 1, 2})...)
+	agent := startCollector(t, "distribution/agent.yaml", withEdits(onLoopback(t, "file_storage/agent"), func(cfg map[string]any) {
+		exporters := mapAt(cfg, "exporters")
+		loadBalancing := mapAt(exporters, "load_balancing")
+		loadBalancing["resolver"] = map[string]any{"k8s": map[string]any{
+			"service": scalingService + "." + scalingNamespace,
+			"ports":   []any{port},
+		}}
+		// Back off briefly: a batch refused by a stopping gateway is routed again soon.
+		retry := mapAt(loadBalancing, "retry_on_failure")
+		retry["initial_interval"], retry["max_interval"] = "200ms", "1s"
+		mapAt(exporters, "prometheus")["endpoint"] = "127.0.0.1:" + strconv.Itoa(freePort(t))
+	}))
+
+	const traffic = 36 * time.Second
+	changes := []*gatewaySetChange{
+		{name: "3->4", after: traffic / 3, ready: []int{0, 1, 2, 3}},
+		{name: "4->2", after: 2 * traffic / 3, ready: []int{0, 1}, stop: []int{2, 3}},
+	}
+	started := time.Now()
+	changed := make(chan struct{})
+	go func() {
+		defer close(changed)
+		for _, c := range changes {
+			time.Sleep(time.Until(started.Add(c.after)))
+			c.at = time.Now()
+			api.setReady(hosts(c.ready)...)
+			var stopping sync.WaitGroup
+			for _, i := range c.stop {
+				stopping.Go(gateways[i].col.stop)
+			}
+			stopping.Wait()
+		}
+	}()
+	sent, truths := sendWorkload(t, agent, workload.GRPC, workload.Config{
+		Scenarios: []workload.Scenario{workload.S1, workload.S2, workload.S3},
+		Affected:  0.12,
+		Duration:  traffic,
+		Rate:      scalingRate,
+		Seed:      23,
+	})
+	<-changed
+
+	// Drained: every record reached a gateway, and every request was decided.
+	received := func() recordCopies {
+		copies := recordCopies{}
+		for _, g := range gateways {
+			copies.add(g.received)
+		}
+		return copies
+	}
+	deadline := time.Now().Add(time.Minute)
+	for received().distinct() < sent.Spans+sent.Logs && time.Now().Before(deadline) {
+		time.Sleep(250 * time.Millisecond)
+	}
+	for _, g := range gateways {
+		waitQuiet(g.kept, scalingDecisionWait+time.Second)
+	}
+	agent.stop()
+	for _, g := range gateways {
+		g.col.stop()
+	}
+
+	in, exported := received(), recordCopies{}
+	for _, g := range gateways {
+		exported.add(g.kept)
+	}
+	lost := sent.Spans + sent.Logs - in.distinct()
+	t.Logf("scaling: sent %d records (%d spans, %d logs) in %d requests over %s; gateways received %d distinct records, %d copies; exported %d distinct, %d copies",
+		sent.Spans+sent.Logs, sent.Spans, sent.Logs, sent.Requests, traffic, in.distinct(), in.copies(), exported.distinct(), exported.copies())
+	perGateway := make([]string, len(gateways))
+	for i, g := range gateways {
+		r, k := g.received.Counts(), g.kept.Counts()
+		perGateway[i] = fmt.Sprintf("%s received %d exported %d", g.addr, r.Spans+r.LogRecords, k.Spans+k.LogRecords)
+	}
+	t.Logf("scaling: %s", strings.Join(perGateway, "; "))
+	t.Logf("scaling: records lost %d, received twice %d, exported twice %d", lost, in.copies()-in.distinct(), exported.copies()-exported.distinct())
+	for _, c := range changes {
+		t.Logf("scaling: change %s at +%s", c.name, c.at.Sub(started).Round(time.Millisecond))
+	}
+
+	arrived, kept := requestRecords(gateways, func(g *scalingGateway) *otlpsink.Sink { return g.received }, truths),
+		requestRecords(gateways, func(g *scalingGateway) *otlpsink.Sink { return g.kept }, truths)
+	// A request is in flight at a change when the change comes between its
+	// first record and the moment its last one is routed.
+	overall, untouched := requestScore{name: "all"}, requestScore{name: "in flight at no change"}
+	perChange := make([]requestScore, len(changes))
+	for i, c := range changes {
+		perChange[i].name = "in flight at " + c.name
+	}
+	for _, tr := range truths {
+		overall.add(tr, arrived[tr.ReqID], kept[tr.ReqID])
+		exposed := false
+		for i, c := range changes {
+			if !c.at.Before(tr.Start) && !c.at.After(tr.End.Add(clientDelay+routingLag)) {
+				perChange[i].add(tr, arrived[tr.ReqID], kept[tr.ReqID])
+				exposed = true
+			}
+		}
+		if !exposed {
+			untouched.add(tr, arrived[tr.ReqID], kept[tr.ReqID])
+		}
+	}
+	for _, s := range append([]requestScore{overall, untouched}, perChange...) {
+		t.Logf("scaling: %s", s)
+	}
+
+	if lost != 0 {
+		t.Errorf("%d records the agent was sent reached no gateway", lost)
+	}
+	if dup := in.copies() - in.distinct(); dup != 0 {
+		t.Errorf("gateways received %d records more than once", dup)
+	}
+	if dup := exported.copies() - exported.distinct(); dup != 0 {
+		t.Errorf("gateways exported %d records more than once", dup)
+	}
+	if overall.failing == 0 {
+		t.Error("the workload produced no failing request")
+	}
+	for i, s := range perChange {
+		if s.requests == 0 {
+			t.Errorf("no request was in flight at change %s: the test does not measure it", changes[i].name)
+		}
+	}
+	for _, g := range gateways {
+		if g.received.Counts() == (otlpsink.Counts{}) {
+			t.Errorf("gateway %s received nothing", g.addr)
+		}
+	}
+	if t.Failed() {
+		t.Logf("agent log:\n%s", agent.log())
+	}
+}
+
+// scalingGatewayConfig is gateway.yaml for gateway g of the scaling test:
+// its OTLP receiver on g's address, its backends replaced by g.kept, a second
+// pipeline that sends g.received what arrives, and reqsampling deciding.
+func scalingGatewayConfig(t *testing.T, g *scalingGateway) func(map[string]any) {
+	return withEdits(onLoopback(t, "file_storage/queues"), func(cfg map[string]any) {
+		mapAt(cfg, "receivers", "otlp", "protocols", "grpc")["endpoint"] = g.addr
+		for _, pipeline := range []string{"logs", "traces"} {
+			mapAt(cfg, "service", "pipelines", pipeline)["exporters"] = []any{}
+			mapAt(cfg, "service", "pipelines")[pipeline+"/received"] = map[string]any{
+				"receivers": []any{"otlp"},
+				"exporters": []any{receivedExporter},
+			}
+		}
+		exportTo(g.kept, "logs", "traces")(cfg)
+		mapAt(cfg, "exporters")[receivedExporter] = map[string]any{
+			"endpoint": g.received.GRPCEndpoint,
+			"tls":      map[string]any{"insecure": true},
+		}
+		sampling := mapAt(cfg, "processors", "reqsampling")
+		sampling["decision_wait"] = scalingDecisionWait.String()
+		sampling["base_percentage"] = 10
+		keepEmptyAnswers(cfg)
+	})
+}
+
+// recordCopies counts the copies of each record the workload sent, by its
+// identity: a span's ids, a log record's times, trace context and body.
+type recordCopies map[string]int
+
+func (r recordCopies) add(sink *otlpsink.Sink) {
+	for _, td := range sink.Traces() {
+		forEachSpan(td, func(span ptrace.Span) {
+			r["span "+span.TraceID().String()+span.SpanID().String()]++
+		})
+	}
+	for _, ld := range sink.Logs() {
+		forEachLog(ld, func(lr plog.LogRecord) {
+			if lr.EventName() == golden.SchemaDriftEvent {
+				return // the agent's, not the workload's
+			}
+			r[fmt.Sprintf("log %d %d %s%s %s", lr.Timestamp(), lr.ObservedTimestamp(), lr.TraceID(), lr.SpanID(), lr.Body().AsString())]++
+		})
+	}
+}
+
+func (r recordCopies) distinct() int { return len(r) }
+
+func (r recordCopies) copies() int {
+	n := 0
+	for _, c := range r {
+		n += c
+	}
+	return n
+}
+
+// requestRecords counts, for every request of truths, the records of it that
+// each gateway's sink (picked by sinkOf) got, by gateway index.
+func requestRecords(gateways []*scalingGateway, sinkOf func(*scalingGateway) *otlpsink.Sink, truths []workload.Truth) map[string]map[int]int {
+	known := map[string]bool{}
+	for _, tr := range truths {
+		known[tr.ReqID] = true
+	}
+	out := map[string]map[int]int{}
+	count := func(gw int, ids ...string) {
+		for _, id := range ids {
+			if !known[id] {
+				continue
+			}
+			if out[id] == nil {
+				out[id] = map[int]int{}
+			}
+			out[id][gw]++
+		}
+	}
+	for gw, g := range gateways {
+		sink := sinkOf(g)
+		for _, td := range sink.Traces() {
+			forEachSpan(td, func(span ptrace.Span) { count(gw, strAttr(span.Attributes(), golden.ReqID)) })
+		}
+		for _, ld := range sink.Logs() {
+			forEachLog(ld, func(lr plog.LogRecord) {
+				if lr.EventName() == golden.SchemaDriftEvent {
+					return
+				}
+				count(gw, reqIDsIn(lr.Body().AsString()+" "+strAttr(lr.Attributes(), golden.ReqID))...)
+			})
+		}
+	}
+	return out
+}
+
+// requestScore scores requests against the ground truth.
+type requestScore struct {
+	name string
+	// requests: scored; wholeOneDecision: all of a request's records
+	// exported by one gateway, or none by any; failing, failingWhole: the
+	// same for the requests that failed, which must be exported whole.
+	requests, wholeOneDecision, failing, failingWhole int
+	// Why the others are not: received by more than one gateway; exported
+	// by more than one; exported by one, in part (or with copies).
+	receivedByTwo, exportedByTwo, exportedInPart int
+}
+
+// add scores request tr, of which each gateway received arrived[gw] and
+// exported kept[gw] records.
+func (s *requestScore) add(tr workload.Truth, arrived, kept map[int]int) {
+	s.requests++
+	exported := 0
+	for _, n := range kept {
+		exported += n
+	}
+	whole := len(kept) == 1 && exported == tr.Spans+tr.Logs
+	if whole || exported == 0 {
+		s.wholeOneDecision++
+	}
+	if tr.Failed {
+		s.failing++
+		if whole {
+			s.failingWhole++
+		}
+	}
+	if len(arrived) > 1 {
+		s.receivedByTwo++
+	}
+	switch {
+	case len(kept) > 1:
+		s.exportedByTwo++
+	case exported > 0 && !whole:
+		s.exportedInPart++
+	}
+}
+
+func (s requestScore) String() string {
+	return fmt.Sprintf("%s: %d requests, whole with one decision %d (%.2f%%), failing kept whole %d of %d (%.2f%%); received by two gateways %d, exported by two %d, exported in part %d",
+		s.name, s.requests, s.wholeOneDecision, percent(s.wholeOneDecision, s.requests), s.failingWhole, s.failing, percent(s.failingWhole, s.failing),
+		s.receivedByTwo, s.exportedByTwo, s.exportedInPart)
+}
+
+func percent(part, whole int) float64 {
+	if whole == 0 {
+		return 100
+	}
+	return 100 * float64(part) / float64(whole)
+}
