@@ -170,16 +170,17 @@ func readOwners(ctx context.Context, tx neo4j.ManagedTransaction, events []event
 // refuseOwnedElsewhere returns the positions of the events that would take
 // over an event another request holds, in the store or earlier in the batch.
 func refuseOwnedElsewhere(events []eventgraph.Event, stored map[string]storedEvent) (refused []int) {
-	owners := make(map[string]string, len(events))
-	for id, e := range stored {
-		owners[id] = e.reqID
-	}
+	claimed := map[string]string{} // by the batch's earlier events, of ids the store does not hold
 	for i := range events {
 		e := &events[i]
-		if eventgraph.OwnedElsewhere(e, owners[e.ID]) {
+		owner := stored[e.ID].reqID
+		if owner == "" {
+			owner = claimed[e.ID]
+		}
+		if eventgraph.OwnedElsewhere(e, owner) {
 			refused = append(refused, i)
-		} else if owners[e.ID] == "" {
-			owners[e.ID] = e.ReqID
+		} else if owner == "" {
+			claimed[e.ID] = e.ReqID
 		}
 	}
 	return refused
