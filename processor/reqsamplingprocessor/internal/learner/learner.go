@@ -97,7 +97,11 @@ func New(cfg Config, evicted func(), becameHot func(key string, bucket bool, s S
 
 // Observe learns of one request: its input_hash and whether it failed so far.
 func (l *Learner) Observe(hash string, failed bool, now time.Time) {
-	l.observe(hash, Stats{Requests: 1, Failures: b2f(failed)}, now)
+	delta := Stats{Requests: 1}
+	if failed {
+		delta.Failures = 1
+	}
+	l.observe(hash, delta, now)
 }
 
 // ObserveFailure learns that a request already observed as healthy failed after all.

@@ -69,10 +69,3 @@ func (l *Learner) Merge(d InputDelta, now time.Time) error {
 	l.learn(d.Hash, Stats{Requests: d.Requests, Failures: d.Failures}, now)
 	return nil
 }
-
-func b2f(b bool) float64 {
-	if b {
-		return 1
-	}
-	return 0
-}
