@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -51,32 +52,41 @@ func TestRCAPageInABrowser(t *testing.T) {
 	if err := chromedp.Do(browserCtx, chromedp.Navigate(base+"/")); err != nil {
 		t.Fatalf("starting %s: %v", browser, err)
 	}
-	ctx, cancelTimeout := context.WithTimeout(browserCtx, 2*time.Minute)
-	defer cancelTimeout()
-
 	artifacts := artifactsDir(t)
 	var topCause, first, reqID, reasons, differences string
 	var overview, ranking, request, compare []byte
-	err = chromedp.Do(ctx,
-		chromedp.WaitVisible(`table a.mono`),
-		into(&overview, chromedp.FullScreenshot(100)),
-		chromedp.Navigate(base+"/rootcause"),
-		chromedp.WaitVisible(`#candidates a.example`),
-		into(&topCause, chromedp.Text(`#candidates li.candidate`)),
-		into(&first, chromedp.Text(`#candidates a.example`)),
-		into(&ranking, chromedp.FullScreenshot(100)),
-		chromedp.Click(`#candidates a.example`),
-		chromedp.WaitVisible(`svg.timeline`),
-		into(&reqID, chromedp.Text(`h1 .mono`)),
-		into(&reasons, chromedp.Text(`ul.reasons`)),
-		into(&request, chromedp.FullScreenshot(100)),
-		chromedp.Click(`#compare`),
-		chromedp.WaitVisible(`main h1`),
-		into(&differences, chromedp.Text(`main`)),
-		into(&compare, chromedp.FullScreenshot(100)),
-	)
-	if err != nil {
-		t.Fatalf("driving the page: %v\ncollector log:\n%s", err, col.log())
+	steps := []struct {
+		name string
+		run  func(ctx context.Context) error
+	}{
+		{"the overview lists failing requests", inBrowser(
+			chromedp.WaitVisible(`table a.mono`),
+			into(&overview, chromedp.FullScreenshot(100)))},
+		{"the ranking shows a cause with examples", inBrowser(
+			chromedp.Navigate(base+"/rootcause"),
+			chromedp.WaitVisible(`#candidates a.example`),
+			into(&topCause, chromedp.Text(`#candidates li.candidate`)),
+			into(&first, chromedp.Text(`#candidates a.example`)),
+			into(&ranking, chromedp.FullScreenshot(100)))},
+		{"clicking the top cause's first example", clickThrough(`#candidates a.example`)},
+		{"the request page shows its timeline and reasons", inBrowser(
+			chromedp.WaitVisible(`svg.timeline`),
+			into(&reqID, chromedp.Text(`h1 .mono`)),
+			into(&reasons, chromedp.Text(`ul.reasons`)),
+			into(&request, chromedp.FullScreenshot(100)))},
+		{"clicking compare", clickThrough(`#compare`)},
+		{"the comparison page", inBrowser(
+			chromedp.WaitVisible(`main h1`),
+			into(&differences, chromedp.Text(`main`)),
+			into(&compare, chromedp.FullScreenshot(100)))},
+	}
+	for _, step := range steps {
+		ctx, cancelStep := context.WithTimeout(browserCtx, time.Minute)
+		err := step.run(ctx)
+		cancelStep()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s\ncollector log:\n%s", step.name, err, pageState(browserCtx), col.log())
+		}
 	}
 	for name, shot := range map[string][]byte{"overview.png": overview, "rootcause.png": ranking, "request.png": request, "compare.png": compare} {
 		if err := os.WriteFile(filepath.Join(artifacts, name), shot, 0o600); err != nil {
@@ -138,4 +148,35 @@ func into[T any](dst *T, a chromedp.Action[T]) chromedp.Action[chromedp.Void] {
 		*dst = v
 		return chromedp.Void{}, err
 	}
+}
+
+// inBrowser runs the actions as one step.
+func inBrowser(actions ...chromedp.Action[chromedp.Void]) func(ctx context.Context) error {
+	return func(ctx context.Context) error { return chromedp.Do(ctx, actions...) }
+}
+
+// clickThrough clicks a link and waits for the page it opens to load: a
+// query run right after a bare click can start on the old document and, on
+// a loaded machine, wait on it forever.
+func clickThrough(selector string) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		_, err := chromedp.RunResponse(ctx, chromedp.Click(selector))
+		return err
+	}
+}
+
+// pageState is where the browser is and the start of what it shows, for a
+// step that failed.
+func pageState(browserCtx context.Context) string {
+	ctx, cancel := context.WithTimeout(browserCtx, 10*time.Second)
+	defer cancel()
+	var location, text string
+	if err := chromedp.Do(ctx, into(&location, chromedp.Location()), into(&text, chromedp.Text(`body`))); err != nil {
+		return fmt.Sprintf("the page at %q could not be read: %v", location, err)
+	}
+	const most = 2000
+	if len(text) > most {
+		text = text[:most] + "…"
+	}
+	return fmt.Sprintf("the page at %s shows:\n%s", location, text)
 }
