@@ -22,10 +22,6 @@ import (
 const (
 	// The gateway tier's Service as the agents' k8s resolver names it.
 	scalingService, scalingNamespace = "loom-gateway", "loom"
-	// scalingDecisionWait is the gateways' reqsampling::decision_wait:
-	// shorter than gateway.yaml's 30s so that the run stays short, long
-	// enough for every record of a request, late ones included, to arrive.
-	scalingDecisionWait = 5 * time.Second
 	// scalingRate is the records per second the generator sends.
 	scalingRate = 300
 	// clientDelay is how long a record may wait in the generator: it sends
@@ -37,6 +33,12 @@ const (
 	// it: reqidstitch/agent's hold (1s), the persistent queue's batch
 	// (200ms) and a retry.
 	routingLag = 3 * time.Second
+	// scalingDecisionWait is the gateways' reqsampling::decision_wait:
+	// shorter than gateway.yaml's 30s so that the run stays short, long
+	// enough for every record of a request, late ones included, to arrive
+	// (with 5s, a request whose records straddled two of the generator's
+	// batches was decided on its first ones, and failing ones were dropped).
+	scalingDecisionWait = clientDelay + routingLag + time.Second
 	// receivedExporter is the exporter of each gateway's second pipeline,
 	// which sends the test every record the gateway receives, before any decision.
 	receivedExporter = "otlp_grpc/e2e_received"
@@ -204,6 +206,10 @@ func TestGatewaySetChangesMidRun(t *testing.T) {
 		if !exposed {
 			untouched.add(tr, arrived[tr.ReqID], kept[tr.ReqID])
 		}
+		if tr.Failed && !exportedWhole(tr, kept[tr.ReqID]) {
+			t.Logf("scaling: failing request %s (%s, silent %v, %d spans, %d logs, %d traced logs, %s to %s) not kept whole: received by gateway %v, exported %v",
+				tr.ReqID, tr.Scenario, tr.Silent, tr.Spans, tr.Logs, tr.TracedLogs, tr.Start.Sub(started).Round(time.Millisecond), tr.End.Sub(started).Round(time.Millisecond), arrived[tr.ReqID], kept[tr.ReqID])
+		}
 	}
 	for _, s := range append([]requestScore{overall, untouched}, perChange...) {
 		t.Logf("scaling: %s", s)
@@ -347,7 +353,7 @@ func (s *requestScore) add(tr workload.Truth, arrived, kept map[int]int) {
 	for _, n := range kept {
 		exported += n
 	}
-	whole := len(kept) == 1 && exported == tr.Spans+tr.Logs
+	whole := exportedWhole(tr, kept)
 	if whole || exported == 0 {
 		s.wholeOneDecision++
 	}
@@ -366,6 +372,15 @@ func (s *requestScore) add(tr workload.Truth, arrived, kept map[int]int) {
 	case exported > 0 && !whole:
 		s.exportedInPart++
 	}
+}
+
+// exportedWhole: one gateway exported every record of request tr.
+func exportedWhole(tr workload.Truth, kept map[int]int) bool {
+	exported := 0
+	for _, n := range kept {
+		exported += n
+	}
+	return len(kept) == 1 && exported == tr.Spans+tr.Logs
 }
 
 func (s requestScore) String() string {
