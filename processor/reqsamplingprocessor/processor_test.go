@@ -346,6 +346,29 @@ func TestLateRecordsShareTheDecision(t *testing.T) {
 	assert.Equal(t, 4, h.out().records(id(0)), "decided anew: no error among its records now")
 }
 
+// A dropped request whose late records show a failure was decided too soon
+// (decision_wait shorter than its records' delay): the failing records and
+// those after them are kept, and it is counted so that the SRE raises
+// decision_wait.
+func TestLateFailureKeepsTheRestOfADroppedRequest(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.BasePercentage = 0
+	cfg.DecisionCache.TTL = time.Minute
+	h := newHarness(t, cfg)
+	h.send(requests(2, func(_ int, r *rec) { r.traceID = 0 }))
+	h.wait(cfg.DecisionWait)
+	require.Zero(t, h.out().records(id(0)))
+
+	h.send(ptrace.NewTraces(), logsOf(rec{reqID: id(0), severity: plog.SeverityNumberError}, rec{reqID: id(1)}))
+	h.tick()
+	h.send(ptrace.NewTraces(), logsOf(rec{reqID: id(0)}))
+	h.tick()
+	o := h.out()
+	assert.Equal(t, 2, o.records(id(0)), "the failing late record and the one after it")
+	assert.Zero(t, o.records(id(1)), "a healthy late record keeps the drop")
+	metadatatest.AssertEqualProcessorReqsamplingLateFailures(t, h.tel, []metricdata.DataPoint[int64]{{Value: 1}}, metricdatatest.IgnoreTimestamp())
+}
+
 func TestDecisionCacheIsBounded(t *testing.T) {
 	cfg := defaultConfig()
 	cfg.DecisionCache.MaxEntries = 10

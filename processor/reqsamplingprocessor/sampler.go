@@ -421,6 +421,24 @@ func (s *sampler) decideSingle(f *facts, now time.Time, scratch *policy.Findings
 	return v
 }
 
+// judgeLate decides records that arrived after their request was dropped,
+// on what they show alone: a failure keeps them (counted: the request was
+// decided before its failure arrived, and is kept only in part).
+func (s *sampler) judgeLate(f *facts, now time.Time, scratch *policy.Findings) verdict {
+	entry, d := f.duration()
+	req := policy.Request{InputHash: f.inputHash, Entry: entry, Duration: time.Duration(d), Now: now,
+		Findings: findingsOf(f, scratch)}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v := s.decider.decide(&req, f.hits, 0)
+	if v.failure == nil {
+		return verdict{}
+	}
+	v.kept = true
+	s.tel.lateFailure()
+	return v
+}
+
 // guarded applies the volume guard: a request that only a policy which
 // reports no failure would keep is decided at the base rate while those
 // policies keep more than their share.

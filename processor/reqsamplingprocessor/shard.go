@@ -106,8 +106,9 @@ func (sh *shard) drain() {
 }
 
 // ingest adds a part's records to their requests. Records of requests
-// decided earlier take the cached decision; records without any key are
-// decided alone.
+// decided earlier take the cached decision, unless the request was dropped
+// and they show a failure: then they and the request's later records are
+// kept. Records without any key are decided alone.
 func (sh *shard) ingest(p *part) {
 	b, now := p.b, p.b.arrived
 	sh.bytes += p.bytes
@@ -121,6 +122,12 @@ func (sh *shard) ingest(p *part) {
 			continue
 		}
 		if v, ok := sh.cache.get(g.key, now); ok {
+			if !v.kept && g.facts.mayShowFailure() {
+				if lv := sh.s.judgeLate(&g.facts, now, &sh.scratch); lv.failure != nil {
+					v = lv
+					sh.cache.put(g.key, v, now)
+				}
+			}
 			g.verdict, g.late = v, true
 			decided++
 			continue

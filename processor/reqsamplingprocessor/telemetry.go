@@ -114,6 +114,10 @@ func (t *telemetry) evicted(s state) {
 	t.tb.ProcessorReqsamplingEvictions.Add(t.ctx, 1, t.evictions[s])
 }
 
+func (t *telemetry) lateFailure() {
+	t.tb.ProcessorReqsamplingLateFailures.Add(t.ctx, 1)
+}
+
 func (t *telemetry) decidedEarly(r earlyReason) {
 	t.tb.ProcessorReqsamplingEarlyDecisions.Add(t.ctx, 1, t.early[r])
 }

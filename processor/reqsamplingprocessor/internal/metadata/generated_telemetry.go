@@ -36,6 +36,7 @@ type TelemetryBuilder struct {
 	ProcessorReqsamplingEvictions           metric.Int64Counter
 	ProcessorReqsamplingHotInputFailureRate metric.Float64ObservableGauge
 	ProcessorReqsamplingHotInputs           metric.Int64ObservableGauge
+	ProcessorReqsamplingLateFailures        metric.Int64Counter
 	ProcessorReqsamplingLateRecords         metric.Int64Counter
 	ProcessorReqsamplingPendingBytes        metric.Int64ObservableGauge
 	ProcessorReqsamplingPendingRequests     metric.Int64ObservableGauge
@@ -203,6 +204,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_processor_reqsampling_hot_inputs",
 		metric.WithDescription("Number of input hashes and prefix buckets currently hot. [Development]"),
 		metric.WithUnit("{input}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorReqsamplingLateFailures, err = builder.meter.Int64Counter(
+		"otelcol_processor_reqsampling_late_failures",
+		metric.WithDescription("Number of requests dropped whose later records showed a failure; those and the rest of the request are kept. Raise decision_wait when it grows. [Development]"),
+		metric.WithUnit("{request}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ProcessorReqsamplingLateRecords, err = builder.meter.Int64Counter(

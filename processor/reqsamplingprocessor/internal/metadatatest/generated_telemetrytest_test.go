@@ -42,6 +42,7 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ProcessorReqsamplingDecisions.Add(context.Background(), 1)
 	tb.ProcessorReqsamplingEarlyDecisions.Add(context.Background(), 1)
 	tb.ProcessorReqsamplingEvictions.Add(context.Background(), 1)
+	tb.ProcessorReqsamplingLateFailures.Add(context.Background(), 1)
 	tb.ProcessorReqsamplingLateRecords.Add(context.Background(), 1)
 	tb.ProcessorReqsamplingPolicyErrors.Add(context.Background(), 1)
 	tb.ProcessorReqsamplingRecords.Add(context.Background(), 1)
@@ -72,6 +73,9 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[float64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorReqsamplingHotInputs(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualProcessorReqsamplingLateFailures(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorReqsamplingLateRecords(t, testTel,
