@@ -1,6 +1,8 @@
 package extract
 
 import (
+	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -42,7 +44,9 @@ func TestNewTextErrors(t *testing.T) {
 		{[]string{""}, nil, "key 0 is empty"},
 		{nil, []string{`(?P<a>x)`, `(`}, "pattern 1"},
 		{nil, []string{`req-\d+`}, "no named capture group"},
-		{[]string{"\xff"}, nil, "keys"},
+		{[]string{"\xff"}, nil, "not UTF-8"},
+		{[]string{"stage", "my key"}, nil, "key 1 (\"my key\") holds a space"},
+		{[]string{"a=b"}, nil, "'='"},
 	} {
 		if _, err := NewText(tt.keys, tt.patterns); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("NewText(%q, %q) error = %v; want %q", tt.keys, tt.patterns, err, tt.want)
@@ -69,6 +73,46 @@ func FuzzText(f *testing.F) {
 			if raw := text[f.Start:f.End]; raw != f.Str && !strings.HasPrefix(raw, `"`) {
 				t.Fatalf("Extract(%q): value %q is not the text %q at its offsets", text, f.Str, raw)
 			}
+		}
+	})
+}
+
+// keysRegexp is the regular expression Text's key scanner replaced: the
+// fuzz target holds the scanner to it.
+func keysRegexp(keys []string) *regexp.Regexp {
+	quoted := make([]string, len(keys))
+	for i, k := range keys {
+		quoted[i] = regexp.QuoteMeta(k)
+	}
+	return regexp.MustCompile(`(?:^|[^\w.\-])(` + strings.Join(quoted, "|") + `)[ \t]*[=:][ \t]*("(?:[^"\\\n]|\\.)*"|[^\s,;"'()\[\]{}]+)`)
+}
+
+func FuzzTextKeysAgreeWithTheRegexp(f *testing.F) {
+	// Keys that end alike, nest, hold the characters a name may and may
+	// not continue with, and a multibyte one.
+	keys := []string{"stage", "stage_x", "x/y", "y", "a.b", "b", "k-1", "größe", "latency_ms"}
+	x, err := NewText(keys, nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	re := keysRegexp(keys)
+	for _, seed := range []string{
+		"stage=a stage_x: b", "x/y=1 ax/y=2 /y=3", `a.b="q\"x" b="\`, "stage = = 1,latency_ms:=2;", "größe: 3 \xffstage=4",
+		"stage=\"open\nstage=5", "y:y:y:1", `stage="a"stage=b`, "latency_ms\t=\t17 k-1:(x)", "substage=1 my.stage=2 -stage=3 @stage=4",
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		var want []Field
+		for _, m := range re.FindAllStringSubmatchIndex(text, -1) {
+			want = append(want, Field{Key: text[m[2]:m[3]], Kind: String, Str: unquote(text[m[4]:m[5]]), Start: m[4], End: m[5]})
+		}
+		got, _ := x.Extract(text, 1<<20, nil)
+		if len(got) == 0 && len(want) == 0 {
+			return
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("Extract(%q)\n got %+v\nwant %+v (the regexp)", text, got, want)
 		}
 	})
 }

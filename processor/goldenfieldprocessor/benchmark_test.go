@@ -56,6 +56,12 @@ func jsonRecord(i int, lr plog.LogRecord) {
 		1715234890123+i))
 }
 
+// textRecord carries its fields in a plain-text body, as print-style logs do.
+func textRecord(i int, lr plog.LogRecord) {
+	lr.Body().SetStr(fmt.Sprintf("2026-12-03 10:00:00,123 INFO worker.py:88 [req-%013d-a1b2c3] model forward completed "+
+		"stage=model/forward model_ver: llama3-8b-v2.1.4 latency_ms=2340 tokens=523, queue depth 3 (p50 12ms)", 1715234890123+i))
+}
+
 func newBenchProcessor(b testing.TB, cfg *Config) consumer.Logs {
 	p, err := NewFactory().CreateLogs(context.Background(), settings(nil), cfg, consumertest.NewNop())
 	require.NoError(b, err)
@@ -131,6 +137,11 @@ func BenchmarkConsumeLogs(b *testing.B) {
 // Records whose fields are in a JSON body to parse; default config.
 func BenchmarkJSONBody(b *testing.B) {
 	benchConsume(b, benchLogs(jsonRecord), newBenchProcessor(b, defaultConfig()))
+}
+
+// Records whose fields are in a plain-text body; default config.
+func BenchmarkTextBody(b *testing.B) {
+	benchConsume(b, benchLogs(textRecord), newBenchProcessor(b, defaultConfig()))
 }
 
 // The transform configuration compared above does the same renames as goldenfield.
