@@ -258,7 +258,8 @@ func TestIndexMemoryPerRequest(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	perRequest := float64(after.HeapAlloc-before.HeapAlloc) / requests
 	t.Logf("index heap per tracked request: %.0f bytes", perRequest)
-	// About 300 bind a request; the input_hash and model_ver its records
-	// carry to the others (known) add about 56 (365 measured).
-	require.Less(t, perRequest, 400.0, "bytes per tracked request")
+	// The request (128), its text (req_id and input_hash, 39 on average), its
+	// kept spans (32), traces beyond two (8) and three map entries (~80):
+	// 294–297 measured (364 with a recency list and a string per field).
+	require.LessOrEqual(t, perRequest, 300.0, "bytes per tracked request (issue 15)")
 }

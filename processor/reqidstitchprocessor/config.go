@@ -13,7 +13,7 @@ import (
 
 // Config is the reqidstitch processor's configuration.
 type Config struct {
-	// MaxRequests bounds the binding index; the least recently seen request is evicted first.
+	// MaxRequests bounds the binding index; at capacity the least recently seen of a sample is evicted.
 	MaxRequests int `mapstructure:"max_requests"`
 	// TTL is how long a request stays tracked after its last record.
 	TTL time.Duration `mapstructure:"ttl"`

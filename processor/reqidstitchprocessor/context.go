@@ -8,78 +8,127 @@ import (
 	"github.com/loom-otel/loom/internal/golden"
 )
 
-// known is what some records of a request say about all of them: the input
+// What some records of a request say about all of them is known: the input
 // it was asked and the model that served it. A field its records disagree on
 // (a request served by a text and a judge model) is ambiguous and never filled;
 // a model_ver that is only the family of the other (the model asked for,
 // llama3-8b, beside the version that answered, llama3-8b-v2.2.0) is no
 // disagreement: the version is the request's model.
-type known struct {
-	inputHash, modelVer string
-	ambiguous           uint8 // of knownInput, knownModel
-}
-
 const (
 	knownInput uint8 = 1 << iota
 	knownModel
 )
 
-// maxInterned bounds the model_ver values the stitcher shares between requests.
+// maxInterned bounds the model_ver values an index shares between requests.
 const maxInterned = 1024
+
+// maxKnownBytes bounds a carried value (an input_hash is 8 hex digits): a
+// longer one is taken as a disagreement, and never filled.
+const maxKnownBytes = 256
 
 // carry learns what attrs says about its request r and fills what attrs
 // lacks from what r's earlier records said, listing the filled fields in
 // golden.derived: a plain-text line of a request then carries the input and
 // the model its structured records name.
 func (s *stitcher) carry(r *request, attrs pcommon.Map) {
-	k := &r.known
+	models := &s.index.models
+	input, model := r.inputHash(), r.modelVer(models)
+	learnedInput, learnedModel := input, model
 	if v, ok := stringAttr(attrs, golden.InputHash); ok {
-		k.learn(&k.inputHash, knownInput, v, strings.Clone)
-	} else if k.inputHash != "" && k.ambiguous&knownInput == 0 {
-		derive(attrs, golden.InputHash, k.inputHash)
+		learnedInput = r.learn(knownInput, input, v)
+	} else if input != "" && r.ambiguous&knownInput == 0 {
+		derive(attrs, golden.InputHash, input)
 		s.tally.filled[filledInputHash]++
 	}
 	if v, ok := stringAttr(attrs, golden.ModelVer); ok {
-		k.learnModel(v, s.intern)
-	} else if k.modelVer != "" && k.ambiguous&knownModel == 0 {
-		derive(attrs, golden.ModelVer, k.modelVer)
+		learnedModel = r.learnModel(model, v)
+	} else if model != "" && r.ambiguous&knownModel == 0 {
+		derive(attrs, golden.ModelVer, model)
 		s.tally.filled[filledModelVer]++
+	}
+	if learnedInput != input || learnedModel != model {
+		r.setKnown(models, learnedInput, learnedModel)
 	}
 }
 
 // learnModel is learn for model_ver, where a family gives way to its version.
-func (k *known) learnModel(v string, keep func(string) string) {
+func (r *request) learnModel(known, v string) string {
 	switch {
-	case k.ambiguous&knownModel != 0: // for good: no record needs its family looked up
-	case k.modelVer == v || k.modelVer != "" && golden.ModelFamily(k.modelVer) == v:
-	case k.modelVer != "" && golden.ModelFamily(v) == k.modelVer:
-		k.modelVer = keep(v)
+	case r.ambiguous&knownModel != 0: // for good: no record needs its family looked up
+	case known == v || known != "" && golden.ModelFamily(known) == v:
+	case known != "" && golden.ModelFamily(v) == known && len(v) <= maxKnownBytes:
+		return v
 	default:
-		k.learn(&k.modelVer, knownModel, v, keep)
+		return r.learn(knownModel, known, v)
 	}
+	return known
 }
 
-func (k *known) learn(field *string, flag uint8, v string, keep func(string) string) {
+// learn returns what r knows of the field flag after a record says v: v
+// when it knew nothing, else what it knew, flagged ambiguous when v differs.
+func (r *request) learn(flag uint8, known, v string) string {
 	switch {
-	case *field == "":
-		*field = keep(v) // never a view of the batch
-	case *field != v:
-		k.ambiguous |= flag
+	case r.ambiguous&flag != 0:
+	case len(v) > maxKnownBytes:
+		r.ambiguous |= flag
+	case known == "":
+		return v
+	case known != v:
+		r.ambiguous |= flag
 	}
+	return known
 }
 
-// intern returns a copy of a low-cardinality value shared by every request
-// that carries it.
-func (s *stitcher) intern(v string) string {
-	if shared, ok := s.interned[v]; ok {
-		return shared
+func (r *request) inputHash() string { return r.text[r.idLen():][:r.hashLen] }
+
+func (r *request) modelVer(models *modelTable) string {
+	if r.model != 0 {
+		return models.name(r.model)
+	}
+	return r.text[r.idLen()+int(r.hashLen):]
+}
+
+// setKnown replaces what r knows. The concatenation is a new string: never a
+// view of the batch the values came from.
+func (r *request) setKnown(models *modelTable, inputHash, modelVer string) {
+	r.model = 0
+	if modelVer != "" {
+		r.model = models.id(modelVer)
+	}
+	if r.model != 0 {
+		modelVer = ""
+	}
+	r.text = r.id() + inputHash + modelVer
+	r.hashLen = uint16(len(inputHash))
+}
+
+// modelID is a model_ver in a modelTable; 0 is none.
+type modelID uint16
+
+// modelTable interns model_ver values, few and shared by many requests: a
+// request keeps 2 bytes instead of a 16-byte string header.
+type modelTable struct {
+	names []string // by modelID-1
+	ids   map[string]modelID
+}
+
+func newModelTable() modelTable { return modelTable{ids: map[string]modelID{}} }
+
+// id returns the id of v, adding it; 0 once the table holds maxInterned values.
+func (m *modelTable) id(v string) modelID {
+	if id, ok := m.ids[v]; ok {
+		return id
+	}
+	if len(m.names) >= maxInterned {
+		return 0
 	}
 	v = strings.Clone(v)
-	if len(s.interned) < maxInterned {
-		s.interned[v] = v
-	}
-	return v
+	m.names = append(m.names, v)
+	m.ids[v] = modelID(len(m.names))
+	return modelID(len(m.names))
 }
+
+func (m *modelTable) name(id modelID) string { return m.names[id-1] }
 
 func stringAttr(attrs pcommon.Map, name string) (string, bool) {
 	v, ok := attrs.Get(name)

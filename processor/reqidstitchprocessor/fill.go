@@ -120,7 +120,7 @@ func (s *stitcher) stitchLog(o origin, rl plog.ResourceLogs, sl plog.ScopeLogs, 
 		if r = s.index.byTraceID(trace, now); r == nil {
 			return true
 		}
-		attrs.PutStr(golden.ReqID, r.id)
+		attrs.PutStr(golden.ReqID, r.id())
 		golden.Filled(attrs, golden.ReqID)
 		s.tally.filled[filledReqID]++
 	case s.isGPUEvent(o, rl, sl, lr):
@@ -140,7 +140,7 @@ func (s *stitcher) stitchLog(o origin, rl plog.ResourceLogs, sl plog.ScopeLogs, 
 // of the same service that covers it, else of the primary root.
 func (s *stitcher) fillTraceContext(r *request, svc serviceID, lr plog.LogRecord) bool {
 	if ref, ok := r.cover(svc, logTime(lr)); ok {
-		lr.SetTraceID(r.traces[ref.trace])
+		lr.SetTraceID(r.trace(int(ref.trace)))
 		lr.SetSpanID(ref.span)
 	} else if r.hasPrimary() {
 		lr.SetTraceID(r.primaryTrace())
@@ -296,7 +296,7 @@ func (s *stitcher) observeSpan(o origin, span ptrace.Span, r *request, event gol
 		s.gpu.observe(procKey{host: o.host, container: o.container, pid: o.pid}, gpuSpan{
 			start: span.StartTimestamp(), end: span.EndTimestamp(),
 			tid:   intAttr(span.Attributes(), string(semconv.ThreadIDKey)),
-			reqID: r.id, trace: span.TraceID(), span: span.SpanID(),
+			reqID: r.id(), trace: span.TraceID(), span: span.SpanID(),
 		})
 	}
 }
@@ -313,7 +313,7 @@ func (s *stitcher) stitchSpan(o origin, span ptrace.Span, r *request, event gold
 		if r = s.index.byTraceID(trace, now); r == nil {
 			return true
 		}
-		attrs.PutStr(golden.ReqID, r.id)
+		attrs.PutStr(golden.ReqID, r.id())
 		golden.Filled(attrs, golden.ReqID)
 		s.tally.filled[filledReqID]++
 		s.observeSpan(o, span, r, event)

@@ -4,8 +4,10 @@ import (
 	"encoding/binary"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -44,7 +46,7 @@ func TestIndexBoundsPerRequest(t *testing.T) {
 	for i := range maxTracesPerRequest + 5 {
 		x.bind(r, pcommon.TraceID{byte(i), 1})
 	}
-	assert.Len(t, r.traces, maxTracesPerRequest)
+	assert.Equal(t, maxTracesPerRequest, int(r.ntraces))
 	assert.Equal(t, -1, x.bind(r, pcommon.TraceID{0xff}))
 	for i := range maxSpansPerRequest + 5 {
 		x.keep(r, spanRef{span: pcommon.SpanID{byte(i)}})
@@ -67,6 +69,8 @@ func TestIndexEvictsLeastRecentlySeen(t *testing.T) {
 	x.expire(5 + int64(time.Minute))
 	assert.Equal(t, 1, x.len(), "C, seen at 4, is past the TTL; A, seen at 5, is not")
 	x.expire(6 + int64(time.Minute))
+	assert.Equal(t, 1, x.len(), "A is past the TTL too, but the next scan is due a sixteenth of the TTL later")
+	x.expire(5 + int64(time.Minute) + int64(time.Minute)/expireScans)
 	assert.Zero(t, x.len())
 	assert.Nil(t, x.byTraceID(traceID(1), 0), "the trace binding goes with its request")
 	assert.Empty(t, x.byTrace)
@@ -121,4 +125,48 @@ func TestIndexBoundedWithAMillionRequests(t *testing.T) {
 	// Generous: the index itself takes about 30 MB for 100k requests here.
 	assert.Less(t, ms.HeapAlloc, uint64(200<<20), "heap after a million ids")
 	runtime.KeepAlive(x)
+}
+
+// The request fills a 128-byte size class: a field more, and it takes 144.
+func TestRequestFitsItsSizeClass(t *testing.T) {
+	assert.Equal(t, uintptr(128), unsafe.Sizeof(request{}))
+}
+
+func TestIndexCarriesKnownFieldsInOneString(t *testing.T) {
+	var c tally
+	x := newIndex(10, int64(time.Minute), &c)
+	r := x.getOrAdd(reqA, 0)
+	r.setKnown(&x.models, "a1b2c3d4", "llama3-8b-v2.1.4")
+	assert.Equal(t, reqA, r.id())
+	assert.Equal(t, "a1b2c3d4", r.inputHash())
+	assert.Equal(t, "llama3-8b-v2.1.4", r.modelVer(&x.models))
+	assert.Equal(t, reqA+"a1b2c3d4", r.text, "an interned model_ver stays out of the text")
+
+	// Past the model table's bound, the model_ver goes in the text.
+	for i := range maxInterned {
+		x.models.id("model-" + strconv.Itoa(i))
+	}
+	r.setKnown(&x.models, "", "rare-model-v1")
+	assert.Equal(t, "", r.inputHash())
+	assert.Equal(t, "rare-model-v1", r.modelVer(&x.models))
+	assert.Equal(t, reqA+"rare-model-v1", r.text)
+
+	// A value past maxKnownBytes is a disagreement: never kept, never filled.
+	assert.Empty(t, r.learn(knownInput, "", strings.Repeat("f", maxKnownBytes+1)))
+	assert.NotZero(t, r.ambiguous&knownInput)
+}
+
+func TestIndexKeepsTracesBeyondTheInlineTwo(t *testing.T) {
+	var c tally
+	x := newIndex(10, int64(time.Minute), &c)
+	r := x.getOrAdd(reqA, 0)
+	for i := range 4 {
+		assert.Equal(t, i, x.bind(r, traceID(byte(i+1))))
+	}
+	for i := range 4 {
+		assert.Equal(t, traceID(byte(i+1)), r.trace(i))
+		assert.Same(t, r, x.byTraceID(traceID(byte(i+1)), 0))
+	}
+	x.observeRoot(r, 3, spanID(1), 1, golden.EventHash{})
+	assert.Equal(t, traceID(4), r.primaryTrace())
 }

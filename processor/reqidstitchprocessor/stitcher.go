@@ -32,7 +32,6 @@ type stitcher struct {
 	rules    *ruleSet
 	// spanScratch carries the first pass over a span batch to the second.
 	spanScratch []boundSpan
-	interned    map[string]string // model_ver values, see intern
 	now         func() time.Time
 
 	// The ticker that sweeps the holds runs while any processor is started.
@@ -55,7 +54,6 @@ func newStitcher(set processor.Settings, cfg *Config) (*stitcher, error) {
 		cfg:      cfg,
 		tel:      newTelemetry(tb, cfg.Rules),
 		services: newServices(),
-		interned: map[string]string{},
 		now:      time.Now,
 	}
 	for _, o := range cfg.options {
