@@ -19,32 +19,33 @@ const (
 	knownModel
 )
 
-// maxInterned bounds the model_ver values an index shares between requests.
+// maxInterned bounds the model_ver values a shard shares between its requests.
 const maxInterned = 1024
 
 // maxKnownBytes bounds a carried value (an input_hash is 8 hex digits): a
-// longer one is taken as a disagreement, and never filled.
-const maxKnownBytes = 256
+// longer one is taken as a disagreement, and never filled. The request keeps
+// the length of its input_hash in a byte.
+const maxKnownBytes = 255
 
 // carry learns what attrs says about its request r and fills what attrs
 // lacks from what r's earlier records said, listing the filled fields in
 // golden.derived: a plain-text line of a request then carries the input and
-// the model its structured records name.
-func (s *stitcher) carry(r *request, attrs pcommon.Map) {
-	models := &s.index.models
+// the model its structured records name. The caller holds r's shard sh.
+func carry(sh *shard, r *request, attrs pcommon.Map, t *tally) {
+	models := &sh.models
 	input, model := r.inputHash(), r.modelVer(models)
 	learnedInput, learnedModel := input, model
 	if v, ok := stringAttr(attrs, golden.InputHash); ok {
 		learnedInput = r.learn(knownInput, input, v)
 	} else if input != "" && r.ambiguous&knownInput == 0 {
 		derive(attrs, golden.InputHash, input)
-		s.tally.filled[filledInputHash]++
+		t.filled[filledInputHash]++
 	}
 	if v, ok := stringAttr(attrs, golden.ModelVer); ok {
 		learnedModel = r.learnModel(model, v)
 	} else if model != "" && r.ambiguous&knownModel == 0 {
 		derive(attrs, golden.ModelVer, model)
-		s.tally.filled[filledModelVer]++
+		t.filled[filledModelVer]++
 	}
 	if learnedInput != input || learnedModel != model {
 		r.setKnown(models, learnedInput, learnedModel)
@@ -99,7 +100,7 @@ func (r *request) setKnown(models *modelTable, inputHash, modelVer string) {
 		modelVer = ""
 	}
 	r.text = r.id() + inputHash + modelVer
-	r.hashLen = uint16(len(inputHash))
+	r.hashLen = uint8(len(inputHash))
 }
 
 // modelID is a model_ver in a modelTable; 0 is none.

@@ -32,9 +32,10 @@ func (p *stitchProcessor[T]) openJournal(ctx context.Context, host component.Hos
 		return err
 	}
 	var out releases[T]
+	var counts tally
 	now := p.s.nowNanos()
 	dropped := 0
-	p.s.mu.Lock()
+	p.mu.Lock()
 	for _, e := range entries {
 		heldCtx, data, err := p.sig.unmarshal(e.Data)
 		kind := e.Seq.Kind()
@@ -46,19 +47,20 @@ func (p *stitchProcessor[T]) openJournal(ctx context.Context, host component.Hos
 			dropped++
 			p.logger.Warn("Dropped records the last run held in storage", zap.Uint64("entry", uint64(e.Seq)), zap.Error(err))
 			if err := j.Release(ctx, e.Seq); err != nil {
-				p.s.mu.Unlock()
+				p.mu.Unlock()
 				return err
 			}
 		case kind == entryPassedOn:
 			out = append(out, outgoing[T]{ctx: heldCtx, data: data, seqs: []custody.Seq{e.Seq}, stitched: true})
 		default:
 			held := parked[T]{data: data, bytes: p.sig.size(data), ctx: heldCtx, client: custody.ClientKey(heldCtx), seq: e.Seq}
-			if !p.hold.enabled() || !p.hold.push(held, now, func(old parked[T]) { out.add(p.s, p.sig, old, outcomeOverflow) }) {
-				out.add(p.s, p.sig, held, outcomeExpired)
+			if !p.hold.enabled() || !p.hold.push(held, now, func(old parked[T]) { out.add(&counts, p.sig, old, outcomeOverflow) }) {
+				out.add(&counts, p.sig, held, outcomeExpired)
 			}
 		}
 	}
-	p.s.mu.Unlock()
+	p.mu.Unlock()
+	p.s.tel.flush(ctx, &counts)
 	if len(entries) > 0 {
 		p.logger.Info("Replayed the records the last run held and had not passed on",
 			zap.Int("entries", len(entries)), zap.Int("dropped", dropped))

@@ -14,8 +14,8 @@ import (
 // stitchLogs stitches a batch of log records in place. A record that waits for
 // a binding is offered to hold (nil: no hold) as a batch of its own and, when
 // taken, removed from ld; the others meet the causal rules on their way out
-// (ruleLogs). The caller holds s.mu.
-func (s *stitcher) stitchLogs(ld plog.Logs, now int64, hold func(plog.Logs) bool, ev *eventIDs) {
+// (ruleLogs). Each record takes only the mutex of its request's shard.
+func (s *stitcher) stitchLogs(ld plog.Logs, p *pass, hold func(plog.Logs) bool, ev *eventIDs) {
 	rls := ld.ResourceLogs()
 	for i := 0; i < rls.Len(); i++ {
 		rl := rls.At(i)
@@ -25,7 +25,7 @@ func (s *stitcher) stitchLogs(ld plog.Logs, now int64, hold func(plog.Logs) bool
 			sl := sls.At(j)
 			sl.LogRecords().RemoveIf(func(lr plog.LogRecord) bool {
 				event := ev.next()
-				if s.stitchLog(o, rl, sl, lr, now) && hold != nil && hold(parkLog(rl, sl, lr)) {
+				if s.stitchLog(o, rl, sl, lr, p) && hold != nil && hold(parkLog(rl, sl, lr)) {
 					s.rules.applyLog(rl, sl, lr, event, causeOnly)
 					return true
 				}
@@ -34,6 +34,29 @@ func (s *stitcher) stitchLogs(ld plog.Logs, now int64, hold func(plog.Logs) bool
 			})
 		}
 	}
+}
+
+// pass is what one call (a batch, a sweep) stitches with: its clock
+// reading, the counts it makes (flushed to the telemetry after, outside every
+// lock), and what the first pass over a span batch leaves for the second.
+type pass struct {
+	now   int64
+	tally tally
+	spans []boundSpan
+}
+
+var passPool = sync.Pool{New: func() any { return new(pass) }}
+
+func newPass(now int64) *pass {
+	p := passPool.Get().(*pass)
+	p.now, p.tally = now, tally{}
+	return p
+}
+
+func (p *pass) free() {
+	clear(p.spans) // no request stays reachable from the pool
+	p.spans = p.spans[:0]
+	passPool.Put(p)
 }
 
 // eventIDs carries a batch's event ids from admitting it to stitching it
@@ -70,7 +93,7 @@ func (ev *eventIDs) keep(event golden.EventHash) {
 func (ev *eventIDs) rewind() { ev.read, ev.ids = 0, ev.ids[:ev.kept] }
 
 // admitLogs admits every record of an arriving batch and gives it its
-// event.id, before the stitcher's mutex is taken: they read only the record.
+// event.id, before any shard is locked: they read only the record.
 // It returns how many identity attributes it removed.
 func (s *stitcher) admitLogs(ld plog.Logs, ev *eventIDs) (removed int64) {
 	eachLog(ld, func(rl plog.ResourceLogs, sl plog.ScopeLogs, lr plog.LogRecord) {
@@ -99,46 +122,63 @@ func logEventID(rl plog.ResourceLogs, sl plog.ScopeLogs, lr plog.LogRecord) gold
 
 // stitchLog binds and fills one log record; it reports whether the record
 // waits for a binding the index does not have yet.
-func (s *stitcher) stitchLog(o origin, rl plog.ResourceLogs, sl plog.ScopeLogs, lr plog.LogRecord, now int64) bool {
+func (s *stitcher) stitchLog(o origin, rl plog.ResourceLogs, sl plog.ScopeLogs, lr plog.LogRecord, p *pass) bool {
+	r, sh, wait := s.bindLog(o, rl, sl, lr, p)
+	if r == nil {
+		return wait
+	}
+	attrs := lr.Attributes()
+	carry(sh, r, attrs, &p.tally)
+	s.markDetached(r, lr.TraceID(), attrs, &p.tally)
+	sh.mu.Unlock()
+	return false
+}
+
+// bindLog finds the request of a log record, binding or filling what it can.
+// It returns the request with its shard locked, for the caller to unlock, or
+// nil, with nothing locked, and whether the record waits for a binding.
+func (s *stitcher) bindLog(o origin, rl plog.ResourceLogs, sl plog.ScopeLogs, lr plog.LogRecord, p *pass) (*request, *shard, bool) {
 	attrs := lr.Attributes()
 	id, hasID := reqIDOf(attrs)
 	trace := lr.TraceID()
-	var r *request
 	switch {
 	case hasID && id == "":
-		return false
+		return nil, nil, false
 	case hasID && !trace.IsEmpty():
-		if r = s.index.getOrAdd(id, now); r != nil {
-			s.index.bind(r, trace)
+		sh, key := s.index.lockID(id)
+		r := s.index.getOrAdd(sh, key, id, p.now, &p.tally)
+		if r == nil {
+			sh.mu.Unlock()
+			return nil, nil, false
 		}
+		s.index.bind(r, trace)
+		return r, sh, false
 	case hasID:
 		s.services.markLogsNoContext(o.service)
-		if r = s.index.get(id, now); r == nil || !s.fillTraceContext(r, o.service, lr) {
-			return true
+		sh, key := s.index.lockID(id)
+		if r := sh.get(key, id, p.now); r != nil && s.fillTraceContext(r, o.service, lr, &p.tally) {
+			return r, sh, false
 		}
+		sh.mu.Unlock()
+		return nil, nil, true
 	case !trace.IsEmpty():
-		if r = s.index.byTraceID(trace, now); r == nil {
-			return true
+		r, sh := s.index.lockTrace(trace, p.now)
+		if r == nil {
+			return nil, nil, true
 		}
 		attrs.PutStr(golden.ReqID, r.id())
 		golden.Filled(attrs, golden.ReqID)
-		s.tally.filled[filledReqID]++
+		p.tally.filled[filledReqID]++
+		return r, sh, false
 	case s.isGPUEvent(o, rl, sl, lr):
-		var wait bool
-		if r, wait = s.attributeGPUEvent(o, lr, now); r == nil {
-			return wait
-		}
-	default:
-		return false
+		return s.attributeGPUEvent(o, lr, p)
 	}
-	s.carry(r, attrs)
-	s.markDetached(r, lr.TraceID(), attrs)
-	return false
+	return nil, nil, false
 }
 
 // fillTraceContext gives a log record the trace context of the request's span
 // of the same service that covers it, else of the primary root.
-func (s *stitcher) fillTraceContext(r *request, svc serviceID, lr plog.LogRecord) bool {
+func (s *stitcher) fillTraceContext(r *request, svc serviceID, lr plog.LogRecord, t *tally) bool {
 	if ref, ok := r.cover(svc, logTime(lr)); ok {
 		lr.SetTraceID(r.trace(int(ref.trace)))
 		lr.SetSpanID(ref.span)
@@ -148,7 +188,7 @@ func (s *stitcher) fillTraceContext(r *request, svc serviceID, lr plog.LogRecord
 	} else {
 		return false
 	}
-	s.tally.filled[filledTraceContext]++
+	t.filled[filledTraceContext]++
 	return true
 }
 
@@ -173,14 +213,14 @@ func parkLog(rl plog.ResourceLogs, sl plog.ScopeLogs, lr plog.LogRecord) plog.Lo
 }
 
 // restitchLog retries the binding of a parked record.
-func (s *stitcher) restitchLog(ld plog.Logs, now int64) bool {
+func (s *stitcher) restitchLog(ld plog.Logs, p *pass) bool {
 	rl := ld.ResourceLogs().At(0)
 	sl := rl.ScopeLogs().At(0)
-	return s.stitchLog(s.origin(rl.Resource()), rl, sl, sl.LogRecords().At(0), now)
+	return s.stitchLog(s.origin(rl.Resource()), rl, sl, sl.LogRecords().At(0), p)
 }
 
 // ruleLogs applies the causal rules to the records of a batch on its way
-// out, in order, without the stitcher's mutex. ev has their event ids; nil:
+// out, in order, without any shard locked. ev has their event ids; nil:
 // they are read from each record.
 func (s *stitcher) ruleLogs(ld plog.Logs, ev *eventIDs) {
 	if len(s.rules.rules) == 0 {
@@ -200,8 +240,7 @@ func (s *stitcher) ruleLogs(ld plog.Logs, ev *eventIDs) {
 // stitchSpans stitches a batch of spans in place, like stitchLogs. It makes two
 // passes: the first binds every span that carries a req_id, so that the
 // batch's roots and traces are known before any span is filled or marked.
-func (s *stitcher) stitchSpans(td ptrace.Traces, now int64, hold func(ptrace.Traces) bool, ev *eventIDs) {
-	s.spanScratch = s.spanScratch[:0]
+func (s *stitcher) stitchSpans(td ptrace.Traces, p *pass, hold func(ptrace.Traces) bool, ev *eventIDs) {
 	rss := td.ResourceSpans()
 	for i := 0; i < rss.Len(); i++ {
 		rs := rss.At(i)
@@ -215,11 +254,14 @@ func (s *stitcher) stitchSpans(td ptrace.Traces, now int64, hold func(ptrace.Tra
 				event := ev.next()
 				var r *request
 				if id, _ := reqIDOf(span.Attributes()); id != "" {
-					if r = s.index.getOrAdd(id, now); r != nil {
-						s.observeSpan(o, span, r, event)
+					sh, key := s.index.lockID(id)
+					if r = s.index.getOrAdd(sh, key, id, p.now, &p.tally); r != nil {
+						s.observeSpan(sh, o, span, r, event, &p.tally)
+					} else {
+						sh.mu.Unlock()
 					}
 				}
-				s.spanScratch = append(s.spanScratch, boundSpan{r: r, event: event})
+				p.spans = append(p.spans, boundSpan{r: r, event: event})
 			}
 		}
 	}
@@ -231,9 +273,9 @@ func (s *stitcher) stitchSpans(td ptrace.Traces, now int64, hold func(ptrace.Tra
 		for j := 0; j < sss.Len(); j++ {
 			ss := sss.At(j)
 			ss.Spans().RemoveIf(func(span ptrace.Span) bool {
-				b := s.spanScratch[next]
+				b := p.spans[next]
 				next++
-				if s.stitchSpan(o, span, b.r, b.event, now) && hold != nil && hold(parkSpan(rs, ss, span)) {
+				if s.stitchSpan(o, span, b.r, b.event, p) && hold != nil && hold(parkSpan(rs, ss, span)) {
 					s.rules.applySpan(rs, ss, span, b.event, causeOnly)
 					return true
 				}
@@ -242,12 +284,14 @@ func (s *stitcher) stitchSpans(td ptrace.Traces, now int64, hold func(ptrace.Tra
 			})
 		}
 	}
-	clear(s.spanScratch) // no request stays reachable from the scratch
 }
 
 // boundSpan is what the first pass over a span batch leaves for the second.
 type boundSpan struct {
-	r     *request // nil when the span carries no usable req_id
+	// r is nil when the span carries no usable req_id. Another pipeline may
+	// evict it before the second pass: what that pass writes to it is lost,
+	// as it would be a moment later.
+	r     *request
 	event golden.EventHash
 }
 
@@ -279,51 +323,58 @@ func spanEventID(rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, span ptrace.Span
 
 // observeSpan records what a span of request r tells: its trace, whether it
 // is the primary root, and its time window for filling logs and GPU events.
-func (s *stitcher) observeSpan(o origin, span ptrace.Span, r *request, event golden.EventHash) {
+// It unlocks r's shard sh, which the caller locked, before the GPU index.
+func (s *stitcher) observeSpan(sh *shard, o origin, span ptrace.Span, r *request, event golden.EventHash, t *tally) {
 	ti := s.index.bind(r, span.TraceID())
 	if ti < 0 {
+		sh.mu.Unlock()
 		return
 	}
 	if span.ParentSpanID().IsEmpty() {
-		s.index.observeRoot(r, ti, span.SpanID(), span.StartTimestamp(), event)
+		r.observeRoot(ti, span.SpanID(), span.StartTimestamp(), event)
 	}
 	// The primary root is remembered anyway, and is what a log falls back to.
 	isPrimaryRoot := r.primary == int8(ti) && r.rootSpan == span.SpanID()
 	if s.services.keepsSpans(o.service) && !isPrimaryRoot {
-		s.index.keep(r, newSpanRef(span.StartTimestamp(), span.EndTimestamp(), span.SpanID(), o.service, ti))
+		r.keep(newSpanRef(span.StartTimestamp(), span.EndTimestamp(), span.SpanID(), o.service, ti))
 	}
+	reqID := r.id()
+	sh.mu.Unlock()
 	if s.gpu != nil && o.pid != 0 {
 		s.gpu.observe(procKey{host: o.host, container: o.container, pid: o.pid}, gpuSpan{
 			start: span.StartTimestamp(), end: span.EndTimestamp(),
 			tid:   intAttr(span.Attributes(), string(semconv.ThreadIDKey)),
-			reqID: r.id(), trace: span.TraceID(), span: span.SpanID(),
-		})
+			reqID: reqID, trace: span.TraceID(), span: span.SpanID(),
+		}, t)
 	}
 }
 
 // stitchSpan fills and marks one span; r is its request when the first pass
 // bound it. It reports whether the span waits for a binding.
-func (s *stitcher) stitchSpan(o origin, span ptrace.Span, r *request, event golden.EventHash, now int64) bool {
+func (s *stitcher) stitchSpan(o origin, span ptrace.Span, r *request, event golden.EventHash, p *pass) bool {
 	attrs := span.Attributes()
+	var sh *shard
 	if r == nil {
 		trace := span.TraceID()
 		if _, hasID := reqIDOf(attrs); hasID || trace.IsEmpty() {
 			return false
 		}
-		if r = s.index.byTraceID(trace, now); r == nil {
+		if r, sh = s.index.lockTrace(trace, p.now); r == nil {
 			return true
 		}
 		attrs.PutStr(golden.ReqID, r.id())
 		golden.Filled(attrs, golden.ReqID)
-		s.tally.filled[filledReqID]++
-		s.observeSpan(o, span, r, event)
+		p.tally.filled[filledReqID]++
+		s.observeSpan(sh, o, span, r, event, &p.tally)
 	}
-	s.carry(r, attrs)
-	if s.markDetached(r, span.TraceID(), attrs) {
+	sh = s.index.lockRequest(r)
+	carry(sh, r, attrs, &p.tally)
+	if s.markDetached(r, span.TraceID(), attrs, &p.tally) {
 		link := span.Links().AppendEmpty()
 		link.SetTraceID(r.primaryTrace())
 		link.SetSpanID(r.rootSpan)
 	}
+	sh.mu.Unlock()
 	return false
 }
 
@@ -339,11 +390,11 @@ func parkSpan(rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, span ptrace.Span) p
 	return td
 }
 
-func (s *stitcher) restitchSpan(td ptrace.Traces, now int64) bool {
+func (s *stitcher) restitchSpan(td ptrace.Traces, p *pass) bool {
 	rs := td.ResourceSpans().At(0)
 	ss := rs.ScopeSpans().At(0)
 	span := ss.Spans().At(0)
-	return s.stitchSpan(s.origin(rs.Resource()), span, nil, spanEventID(rs, ss, span), now)
+	return s.stitchSpan(s.origin(rs.Resource()), span, nil, spanEventID(rs, ss, span), p)
 }
 
 // ruleSpans applies the causal rules to the spans of a batch on its way out,

@@ -2,6 +2,7 @@ package reqidstitchprocessor // import "github.com/loom-otel/loom/processor/reqi
 
 import (
 	"strings"
+	"sync"
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/ottl/contexts/ottllog"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -50,28 +51,31 @@ const (
 
 // gpuIndex attributes GPU events to the requests whose spans, on the same
 // host, pid and (when both name one) thread, cover their timestamp. It holds at
-// most maxProcs processes (first in, first out) of perProc spans each.
+// most maxProcs processes (first in, first out) of perProc spans each. Its
+// own mutex guards it: it is keyed by process, not by request.
 type gpuIndex struct {
+	mu      sync.Mutex
 	procs   map[procKey]*process
 	order   []procKey // ring of the keys in insertion order, for eviction
 	head    int
 	perProc int
-	tally   *tally
 }
 
-func newGPUIndex(maxProcs, perProc int, t *tally) *gpuIndex {
+func newGPUIndex(maxProcs, perProc int) *gpuIndex {
 	return &gpuIndex{
 		procs:   make(map[procKey]*process),
 		order:   make([]procKey, 0, maxProcs),
 		perProc: perProc,
-		tally:   t,
 	}
 }
 
-func (g *gpuIndex) observe(k procKey, s gpuSpan) {
+// observe remembers a span of process k, counting an evicted process in t.
+func (g *gpuIndex) observe(k procKey, s gpuSpan, t *tally) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	p := g.procs[k]
 	if p == nil {
-		p = g.add(k)
+		p = g.add(k, t)
 	}
 	p.namesThreads = p.namesThreads || s.tid != 0
 	if len(p.spans) < g.perProc {
@@ -82,7 +86,7 @@ func (g *gpuIndex) observe(k procKey, s gpuSpan) {
 	p.next = (p.next + 1) % g.perProc
 }
 
-func (g *gpuIndex) add(k procKey) *process {
+func (g *gpuIndex) add(k procKey, t *tally) *process {
 	// The table must not pin the batch the names came from.
 	k.host, k.container = strings.Clone(k.host), strings.Clone(k.container)
 	p := &process{}
@@ -90,7 +94,7 @@ func (g *gpuIndex) add(k procKey) *process {
 		g.order = append(g.order, k)
 	} else {
 		delete(g.procs, g.order[g.head])
-		g.tally.evicted[tableGPUProcesses][evictCapacity]++
+		t.evicted[tableGPUProcesses][evictCapacity]++
 		g.order[g.head] = k
 		g.head = (g.head + 1) % len(g.order)
 	}
@@ -98,18 +102,22 @@ func (g *gpuIndex) add(k procKey) *process {
 	return p
 }
 
-// knows reports whether spans of the process have been seen.
-func (g *gpuIndex) knows(k procKey) bool {
-	_, ok := g.procs[k]
-	return ok
-}
-
 // attribute finds the span covering an event at ts on thread tid (0: unknown).
 // When the event and the process's spans name threads, only spans on the
 // event's thread cover it. Within one request the innermost span wins; spans
 // of several requests make it ambiguous.
+//
+// Services whose telemetry names no container.id are known by host and pid
+// alone: an event of a container falls back to them, unless spans that name
+// its container have been seen.
 func (g *gpuIndex) attribute(k procKey, tid int64, ts pcommon.Timestamp) (gpuSpan, attribution) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	p := g.procs[k]
+	if p == nil && k.container != "" {
+		k.container = ""
+		p = g.procs[k]
+	}
 	if p == nil {
 		return gpuSpan{}, uncovered
 	}
@@ -144,9 +152,9 @@ func (s *stitcher) isGPUEvent(o origin, rl plog.ResourceLogs, sl plog.ScopeLogs,
 
 // attributeGPUEvent gives a GPU event the req_id and trace context of the span
 // that covers it on the same host, pid and thread. It returns the span's
-// request (nil when there is none) and whether the event should wait for a
-// span that may still come.
-func (s *stitcher) attributeGPUEvent(o origin, lr plog.LogRecord, now int64) (*request, bool) {
+// request with its shard locked, like bindLog (nil when there is none), and
+// whether the event should wait for a span that may still come.
+func (s *stitcher) attributeGPUEvent(o origin, lr plog.LogRecord, p *pass) (*request, *shard, bool) {
 	attrs := lr.Attributes()
 	// The event names the process it is about on the record; the resource is
 	// the receiver's own, and names the host. Observed from the host, a
@@ -166,13 +174,7 @@ func (s *stitcher) attributeGPUEvent(o origin, lr plog.LogRecord, now int64) (*r
 		k.container = v.AsString()
 	}
 	if k.pid == 0 {
-		return nil, false
-	}
-	// Services whose telemetry names no container.id are known by host and
-	// pid alone: an event of a container falls back to them, unless spans
-	// that name its container have been seen.
-	if k.container != "" && !s.gpu.knows(k) {
-		k.container = ""
+		return nil, nil, false
 	}
 	tid := intAttr(attrs, golden.ThreadVID)
 	if tid == 0 {
@@ -180,12 +182,18 @@ func (s *stitcher) attributeGPUEvent(o origin, lr plog.LogRecord, now int64) (*r
 	}
 	span, outcome := s.gpu.attribute(k, tid, logTime(lr))
 	if outcome != attributed {
-		return nil, true
+		return nil, nil, true
 	}
 	attrs.PutStr(golden.ReqID, span.reqID)
 	golden.Filled(attrs, golden.ReqID)
 	lr.SetTraceID(span.trace)
 	lr.SetSpanID(span.span)
-	s.tally.filled[filledGPU]++
-	return s.index.get(span.reqID, now), false
+	p.tally.filled[filledGPU]++
+	sh, key := s.index.lockID(span.reqID)
+	r := sh.get(key, span.reqID, p.now)
+	if r == nil {
+		sh.mu.Unlock()
+		return nil, nil, false
+	}
+	return r, sh, false
 }

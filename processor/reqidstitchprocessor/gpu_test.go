@@ -155,9 +155,9 @@ func TestOnlyGPUEventsAreAttributed(t *testing.T) {
 
 func TestGPUIndexBounds(t *testing.T) {
 	var c tally
-	g := newGPUIndex(2, 3, &c)
+	g := newGPUIndex(2, 3)
 	for pid := range int64(3) {
-		g.observe(procKey{host: "h", pid: pid + 1}, gpuSpan{start: 0, end: 10, reqID: reqA})
+		g.observe(procKey{host: "h", pid: pid + 1}, gpuSpan{start: 0, end: 10, reqID: reqA}, &c)
 	}
 	assert.Len(t, g.procs, 2)
 	assert.Equal(t, int64(1), c.evicted[tableGPUProcesses][evictCapacity])
@@ -166,7 +166,7 @@ func TestGPUIndexBounds(t *testing.T) {
 
 	k := procKey{host: "h", pid: 3}
 	for i := range 5 {
-		g.observe(k, gpuSpan{start: pcommon.Timestamp(100 * i), end: pcommon.Timestamp(100*i + 50), reqID: reqB})
+		g.observe(k, gpuSpan{start: pcommon.Timestamp(100 * i), end: pcommon.Timestamp(100*i + 50), reqID: reqB}, &c)
 	}
 	assert.Len(t, g.procs[k].spans, 3)
 	_, out = g.attribute(k, 0, 120)
@@ -178,10 +178,10 @@ func TestGPUIndexBounds(t *testing.T) {
 
 func TestGPUPrefersTheInnermostSpanOfARequest(t *testing.T) {
 	var c tally
-	g := newGPUIndex(1, 8, &c)
+	g := newGPUIndex(1, 8)
 	k := procKey{host: "h", pid: 1}
-	g.observe(k, gpuSpan{start: 0, end: 100, reqID: reqA, span: spanID(1)})
-	g.observe(k, gpuSpan{start: 40, end: 60, reqID: reqA, span: spanID(2)})
+	g.observe(k, gpuSpan{start: 0, end: 100, reqID: reqA, span: spanID(1)}, &c)
+	g.observe(k, gpuSpan{start: 40, end: 60, reqID: reqA, span: spanID(2)}, &c)
 	s, out := g.attribute(k, 0, 50)
 	assert.Equal(t, attributed, out)
 	assert.Equal(t, spanID(2), s.span)

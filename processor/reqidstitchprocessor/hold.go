@@ -20,7 +20,7 @@ type parked[T any] struct {
 }
 
 // holdQueue holds records that wait for a binding, oldest first, within a
-// bound on their count and bytes. Its owner holds the stitcher's mutex.
+// bound on their count and bytes. Its processor's mutex guards it.
 type holdQueue[T any] struct {
 	items      []parked[T]
 	bytes      int
@@ -35,10 +35,13 @@ func newHoldQueue[T any](cfg HoldConfig) holdQueue[T] {
 
 func (q *holdQueue[T]) enabled() bool { return q.wait > 0 }
 
+// fits reports whether a record of bytes can be held at all.
+func (q *holdQueue[T]) fits(bytes int) bool { return bytes <= q.maxBytes }
+
 // push holds p until now+wait. To stay within bounds it first pushes the
 // oldest records out through pushOut; a record that can never fit is refused.
 func (q *holdQueue[T]) push(p parked[T], now int64, pushOut func(parked[T])) bool {
-	if p.bytes > q.maxBytes {
+	if !q.fits(p.bytes) {
 		return false
 	}
 	for len(q.items) >= q.maxRecords || q.bytes+p.bytes > q.maxBytes {
@@ -83,12 +86,12 @@ type signal[T any] struct {
 	// appendTo moves every record of src to the end of dst.
 	appendTo func(src, dst T)
 	// admit admits an arriving batch's records and gives each its event.id,
-	// without the stitcher's mutex; it returns the identity attributes removed.
+	// before any shard is locked; it returns the identity attributes removed.
 	admit func(s *stitcher, batch T, ev *eventIDs) int64
 	// stitch stitches a batch in place, offering records that wait to hold.
-	stitch func(s *stitcher, batch T, now int64, hold func(T) bool, ev *eventIDs)
+	stitch func(s *stitcher, batch T, p *pass, hold func(T) bool, ev *eventIDs)
 	// restitch retries the binding of a parked record; true when it still waits.
-	restitch func(s *stitcher, parked T, now int64) bool
+	restitch func(s *stitcher, parked T, p *pass) bool
 	// applyRules applies the causal rules to a batch on its way out; ev has
 	// its event ids in order, or is nil.
 	applyRules func(s *stitcher, out T, ev *eventIDs)
@@ -111,9 +114,9 @@ type outgoing[T any] struct {
 type releases[T any] []outgoing[T]
 
 // add sends a held record on its way: the count, its client's batch (where
-// the causal rules meet it, in passOn). The caller holds s.mu.
-func (r *releases[T]) add(s *stitcher, sig signal[T], p parked[T], o outcome) {
-	s.tally.released[o]++
+// the causal rules meet it, in passOn).
+func (r *releases[T]) add(t *tally, sig signal[T], p parked[T], o outcome) {
+	t.released[o]++
 	i := slices.IndexFunc(*r, func(g outgoing[T]) bool { return g.client == p.client })
 	if i < 0 {
 		*r = append(*r, outgoing[T]{client: p.client, ctx: p.ctx, data: sig.newBatch()})
@@ -127,22 +130,22 @@ func (r *releases[T]) add(s *stitcher, sig signal[T], p parked[T], o outcome) {
 }
 
 // sweepHold releases the held records that are now bound or have waited
-// long enough, or all of them when flushing. The caller holds s.mu.
-func sweepHold[T any](s *stitcher, q *holdQueue[T], sig signal[T], now int64, flush bool) releases[T] {
+// long enough, or all of them when flushing. The caller holds q's mutex.
+func sweepHold[T any](s *stitcher, q *holdQueue[T], sig signal[T], ps *pass, flush bool) releases[T] {
 	var out releases[T]
 	q.sweep(func(p parked[T]) bool {
 		outcome := outcomeBound
-		if sig.restitch(s, p.data, now) {
+		if sig.restitch(s, p.data, ps) {
 			switch {
 			case flush:
 				outcome = outcomeShutdown
-			case now >= p.deadline:
+			case ps.now >= p.deadline:
 				outcome = outcomeExpired
 			default:
 				return true
 			}
 		}
-		out.add(s, sig, p, outcome)
+		out.add(&ps.tally, sig, p, outcome)
 		return false
 	})
 	return out

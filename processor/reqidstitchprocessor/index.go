@@ -4,6 +4,8 @@ import (
 	"hash/maphash"
 	"math"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
@@ -38,9 +40,10 @@ type request struct {
 	// the span that covers them; other services' logs carry their own context.
 	spans []spanRef
 
-	hashLen uint16  // text[idLen():][:hashLen] is the input_hash
-	model   modelID // model_ver from the model table; 0: in text, or none
+	model   modelID // model_ver from its shard's model table; 0: in text, or none
+	hashLen uint8   // text[idLen():][:hashLen] is the input_hash
 	idLen1  uint8   // len(req_id)-1: a usable req_id has 1 to golden.MaxReqIDBytes bytes
+	shard   uint8   // its shard in the index, set once: read without the shard's mutex
 	primary int8    // trace(primary) is the primary trace; -1 until a root span is seen
 	ntraces uint8
 	// ambiguous has the knownInput and knownModel flags of the fields the
@@ -48,9 +51,9 @@ type request struct {
 	ambiguous uint8
 }
 
-func newRequest(id string, now int64) *request {
+func newRequest(id string, shard uint8, now int64) *request {
 	// A clone: the id may be a slice of a body that the index must not pin.
-	return &request{text: strings.Clone(id), idLen1: uint8(len(id) - 1), seen: now, primary: -1}
+	return &request{text: strings.Clone(id), idLen1: uint8(len(id) - 1), shard: shard, seen: now, primary: -1}
 }
 
 func (r *request) id() string { return r.text[:r.idLen()] }
@@ -128,24 +131,66 @@ func (r *request) cover(svc serviceID, ts pcommon.Timestamp) (spanRef, bool) {
 // index binds req_id ↔ trace ids. It is bounded by max_requests and by the
 // TTL after a request's last record.
 //
+// Requests are sharded by a hash of their req_id, each shard under its own
+// mutex with its own part of max_requests, so that pipelines on several cores
+// stitch at once. A shard's mutex guards its map and everything in its
+// requests. The trace → request map is striped apart, by a hash of the trace
+// id, so that a record with only a trace id finds its request in any shard:
+// a stripe's mutex guards only its map, and is taken after a shard's, never
+// before. A request found through a trace is checked under its shard's mutex.
+//
 // Both maps are keyed by a seeded 64-bit hash instead of the id: their
 // entries take 16 bytes instead of 24 or 32, and a hit is checked against the
 // request's own ids. Two ids that collide (about one in 2^64 per pair, and
 // not steerable without the seed) leave the second one untracked.
 //
 // There is no recency list (16 bytes a request): at capacity the least
-// recently seen of evictionSample requests is evicted, as Redis approximates
-// LRU, and the TTL is a periodic scan of the requests.
+// recently seen of evictionSample requests of the shard is evicted, as Redis
+// approximates LRU, and the TTL is a periodic scan of the requests.
 type index struct {
-	max     int
-	ttl     int64
 	seed    maphash.Seed
-	byID    map[uint64]*request
-	byTrace map[uint64]*request
-	models  modelTable
-	tally   *tally
+	shards  []shard
+	stripes []traceStripe
+}
+
+type shard struct {
+	mu   sync.Mutex
+	byID map[uint64]*request
+	// models interns the model_ver values of the shard's requests.
+	models modelTable
+	max    int
+	ttl    int64
 	// nextScan is when expire next scans the requests (unix ns).
 	nextScan int64
+	// The shards sit side by side: padding keeps each mutex off its
+	// neighbours' cache line.
+	_ [64]byte
+}
+
+type traceStripe struct {
+	mu      sync.Mutex
+	byTrace map[uint64]*request
+	_       [64]byte // as in shard
+}
+
+// maxShards bounds the shards (a request records its shard in a byte): a
+// shard's maps cost more per request the fewer requests they hold, and at
+// 20,000 requests tracked 256 shards cost 304 B a request, 128 shards 297,
+// 64 shards 292–294 (TestIndexMemoryPerRequest).
+const maxShards = 64
+
+// shardCount is 4 shards per core, rounded up to a power of two: two
+// pipelines rarely meet on one, and max_requests is not split too thin (a
+// shard is bounded by its part of it, so fewer when max_requests is small).
+func shardCount(maxRequests, cores int) int {
+	n := 1
+	for n < 4*cores && n < maxShards {
+		n *= 2
+	}
+	for n > 1 && n > maxRequests {
+		n /= 2
+	}
+	return n
 }
 
 // evictionSample is how many requests an eviction at capacity compares: a
@@ -153,27 +198,70 @@ type index struct {
 // the least recently seen of 8 is in the oldest ninth on average.
 const evictionSample = 8
 
-func newIndex(maxRequests int, ttl int64, t *tally) *index {
-	return &index{
-		max:     maxRequests,
-		ttl:     ttl,
+func newIndex(maxRequests int, ttl int64, shards int) *index {
+	x := &index{
 		seed:    maphash.MakeSeed(),
-		byID:    make(map[uint64]*request),
-		byTrace: make(map[uint64]*request),
-		models:  newModelTable(),
-		tally:   t,
+		shards:  make([]shard, shards),
+		stripes: make([]traceStripe, shards),
 	}
+	for i := range x.shards {
+		// Shard i holds its part of max_requests, the first ones one more.
+		max := maxRequests / shards
+		if i < maxRequests%shards {
+			max++
+		}
+		x.shards[i] = shard{byID: make(map[uint64]*request), models: newModelTable(), max: max, ttl: ttl}
+		x.stripes[i].byTrace = make(map[uint64]*request)
+	}
+	return x
 }
 
 func (x *index) idKey(id string) uint64 { return maphash.String(x.seed, id) }
 
 func (x *index) traceKey(t pcommon.TraceID) uint64 { return maphash.Comparable(x.seed, t) }
 
-func (x *index) len() int { return len(x.byID) }
+func (x *index) stripe(key uint64) *traceStripe { return &x.stripes[key%uint64(len(x.stripes))] }
 
-// get returns the request of id, marking it seen at now; nil when unknown.
-func (x *index) get(id string, now int64) *request {
-	r := x.byID[x.idKey(id)]
+// lockID locks the shard of id and returns it with id's key; the caller unlocks it.
+func (x *index) lockID(id string) (*shard, uint64) {
+	key := x.idKey(id)
+	sh := &x.shards[key%uint64(len(x.shards))]
+	sh.mu.Lock()
+	return sh, key
+}
+
+// lockRequest locks the shard of r and returns it; the caller unlocks it.
+func (x *index) lockRequest(r *request) *shard {
+	sh := &x.shards[r.shard]
+	sh.mu.Lock()
+	return sh
+}
+
+// lockTrace returns the request bound to trace t, marked seen, with its shard
+// locked for the caller to unlock; nil, with nothing locked, when unknown.
+func (x *index) lockTrace(t pcommon.TraceID, now int64) (*request, *shard) {
+	key := x.traceKey(t)
+	st := x.stripe(key)
+	st.mu.Lock()
+	r := st.byTrace[key]
+	st.mu.Unlock()
+	if r == nil {
+		return nil, nil
+	}
+	sh := x.lockRequest(r)
+	// Evicted since, or a colliding trace: remove unbinds every trace.
+	if r.traceIndex(t) < 0 {
+		sh.mu.Unlock()
+		return nil, nil
+	}
+	r.seen = now
+	return r, sh
+}
+
+// get returns the request of id (whose key and locked shard lockID returned),
+// marking it seen at now; nil when unknown.
+func (sh *shard) get(key uint64, id string, now int64) *request {
+	r := sh.byID[key]
 	if r == nil || r.id() != id {
 		return nil
 	}
@@ -181,31 +269,31 @@ func (x *index) get(id string, now int64) *request {
 	return r
 }
 
-// getOrAdd returns the request of id, tracking it if it is new; nil in the
-// rare case that id collides with a tracked one. id is a usable req_id (see reqIDOf).
-func (x *index) getOrAdd(id string, now int64) *request {
-	key := x.idKey(id)
-	if r := x.byID[key]; r != nil {
+// getOrAdd returns the request of id, tracking it in its shard sh (locked,
+// as lockID returned it) if it is new; nil in the rare case that id collides
+// with a tracked one. id is a usable req_id (see reqIDOf).
+func (x *index) getOrAdd(sh *shard, key uint64, id string, now int64, t *tally) *request {
+	if r := sh.byID[key]; r != nil {
 		if r.id() != id {
 			return nil
 		}
 		r.seen = now
 		return r
 	}
-	if len(x.byID) >= x.max {
-		x.evictOne()
+	if len(sh.byID) >= sh.max {
+		x.evictOne(sh, t)
 	}
-	r := newRequest(id, now)
-	x.byID[key] = r
-	x.tally.tracked++
+	r := newRequest(id, uint8(key%uint64(len(x.shards))), now)
+	sh.byID[key] = r
+	t.tracked++
 	return r
 }
 
-// evictOne evicts the least recently seen of a sample of the requests.
-func (x *index) evictOne() {
+// evictOne evicts the least recently seen of a sample of the shard's requests.
+func (x *index) evictOne(sh *shard, t *tally) {
 	var victim *request
 	n := 0
-	for _, r := range x.byID {
+	for _, r := range sh.byID {
 		if victim == nil || r.seen < victim.seen {
 			victim = r
 		}
@@ -213,21 +301,12 @@ func (x *index) evictOne() {
 			break
 		}
 	}
-	x.remove(victim, evictCapacity)
-}
-
-// byTraceID returns the request bound to trace t, marking it seen; nil when unknown.
-func (x *index) byTraceID(t pcommon.TraceID, now int64) *request {
-	r := x.byTrace[x.traceKey(t)]
-	if r == nil || r.traceIndex(t) < 0 {
-		return nil
-	}
-	r.seen = now
-	return r
+	x.remove(sh, victim, evictCapacity, t)
 }
 
 // bind binds trace t to r and returns its position among r's traces, or -1
 // when r is full. A trace stays bound to the first request that claimed it.
+// The caller holds r's shard.
 func (x *index) bind(r *request, t pcommon.TraceID) int {
 	if i := r.traceIndex(t); i >= 0 {
 		return i
@@ -236,15 +315,19 @@ func (x *index) bind(r *request, t pcommon.TraceID) int {
 		return -1
 	}
 	r.addTrace(t)
-	if key := x.traceKey(t); x.byTrace[key] == nil {
-		x.byTrace[key] = r
+	key := x.traceKey(t)
+	st := x.stripe(key)
+	st.mu.Lock()
+	if st.byTrace[key] == nil {
+		st.byTrace[key] = r
 	}
+	st.mu.Unlock()
 	return int(r.ntraces) - 1
 }
 
 // observeRoot makes the root span at trace position ti the primary root if it
 // started before the current one.
-func (x *index) observeRoot(r *request, ti int, span pcommon.SpanID, start pcommon.Timestamp, event golden.EventHash) {
+func (r *request) observeRoot(ti int, span pcommon.SpanID, start pcommon.Timestamp, event golden.EventHash) {
 	if r.hasPrimary() && start >= r.rootStart {
 		return
 	}
@@ -252,7 +335,7 @@ func (x *index) observeRoot(r *request, ti int, span pcommon.SpanID, start pcomm
 }
 
 // keep remembers a span for filling logs of its service.
-func (x *index) keep(r *request, s spanRef) {
+func (r *request) keep(s spanRef) {
 	for _, k := range r.spans {
 		if k.span == s.span && k.trace == s.trace {
 			return
@@ -263,33 +346,45 @@ func (x *index) keep(r *request, s spanRef) {
 	}
 }
 
-// expireScans is how many TTL scans an index makes per TTL: a scan visits
+// expireScans is how many TTL scans a shard makes per TTL: a scan visits
 // every request (about 8 ms per 100,000), so a request leaves between the TTL
 // and 17/16 of it after its last record.
 const expireScans = 16
 
-// expire drops the requests not seen for the TTL, at most once per ttl/expireScans.
-func (x *index) expire(now int64) {
-	if now < x.nextScan {
-		return
-	}
-	x.nextScan = now + x.ttl/expireScans
-	for _, r := range x.byID {
-		if now-r.seen > x.ttl {
-			x.remove(r, evictTTL)
+// expire drops the requests not seen for the TTL, each shard at most once
+// per ttl/expireScans, one shard locked at a time.
+func (x *index) expire(now int64, t *tally) {
+	for i := range x.shards {
+		sh := &x.shards[i]
+		sh.mu.Lock()
+		if now >= sh.nextScan {
+			sh.nextScan = now + sh.ttl/expireScans
+			for _, r := range sh.byID {
+				if now-r.seen > sh.ttl {
+					x.remove(sh, r, evictTTL, t)
+				}
+			}
 		}
+		sh.mu.Unlock()
 	}
 }
 
-func (x *index) remove(r *request, reason evictReason) {
-	delete(x.byID, x.idKey(r.id()))
+// remove forgets r, and unbinds its traces so that a lookup that found it
+// before finds nothing (see lockTrace). The caller holds r's shard sh.
+func (x *index) remove(sh *shard, r *request, reason evictReason, t *tally) {
+	delete(sh.byID, x.idKey(r.id()))
 	for i := range int(r.ntraces) {
-		if key := x.traceKey(r.trace(i)); x.byTrace[key] == r {
-			delete(x.byTrace, key)
+		key := x.traceKey(r.trace(i))
+		st := x.stripe(key)
+		st.mu.Lock()
+		if st.byTrace[key] == r {
+			delete(st.byTrace, key)
 		}
+		st.mu.Unlock()
 	}
-	x.tally.evicted[tableRequests][reason]++
-	x.tally.tracked--
+	r.ntraces, r.primary = 0, -1
+	t.evicted[tableRequests][reason]++
+	t.tracked--
 }
 
 // serviceID is a service.name interned by the services table; 0 stands for
@@ -299,33 +394,45 @@ type serviceID uint16
 const maxServices = 4096
 
 // services interns service names and remembers which services log without
-// trace context: only their spans are worth keeping for filling.
+// trace context: only their spans are worth keeping for filling. Every
+// pipeline reads it on every resource and record: names are looked up under
+// a read lock, and the flags are atomic.
 type services struct {
+	mu            sync.RWMutex
 	ids           map[string]serviceID
-	logsNoContext []bool // by serviceID
+	logsNoContext [maxServices]atomic.Bool // by serviceID
 }
 
 func newServices() *services {
-	return &services{ids: map[string]serviceID{}, logsNoContext: []bool{false}}
+	return &services{ids: map[string]serviceID{}}
 }
 
 func (s *services) id(name string) serviceID {
+	s.mu.RLock()
+	id, ok := s.ids[name]
+	s.mu.RUnlock()
+	if ok {
+		return id
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if id, ok := s.ids[name]; ok {
 		return id
 	}
-	if len(s.logsNoContext) >= maxServices {
+	// ids has no entry for 0, the overflow id.
+	if len(s.ids)+1 >= maxServices {
 		return 0
 	}
-	id := serviceID(len(s.logsNoContext))
+	id = serviceID(len(s.ids) + 1)
 	s.ids[strings.Clone(name)] = id
-	s.logsNoContext = append(s.logsNoContext, false)
 	return id
 }
 
 func (s *services) markLogsNoContext(id serviceID) {
-	if id != 0 {
-		s.logsNoContext[id] = true
+	// Loaded first: a store on every record would bounce the cache line between cores.
+	if id != 0 && !s.logsNoContext[id].Load() {
+		s.logsNoContext[id].Store(true)
 	}
 }
 
-func (s *services) keepsSpans(id serviceID) bool { return s.logsNoContext[id] }
+func (s *services) keepsSpans(id serviceID) bool { return s.logsNoContext[id].Load() }

@@ -16,19 +16,19 @@ import (
 )
 
 func TestIndexBindsAndPicksTheEarliestRoot(t *testing.T) {
-	var c tally
-	x := newIndex(10, int64(time.Minute), &c)
+	x := newTestIndex(10, time.Minute, 1)
+	c := &x.counts
 	r := x.getOrAdd(reqA, 0)
 	assert.Equal(t, 0, x.bind(r, traceID(1)))
 	assert.Equal(t, 1, x.bind(r, traceID(2)))
 	assert.Equal(t, 0, x.bind(r, traceID(1)), "binding twice is a no-op")
 	assert.Same(t, r, x.byTraceID(traceID(2), 0))
 
-	x.observeRoot(r, 1, spanID(2), 20, golden.EventHash{2})
+	r.observeRoot(1, spanID(2), 20, golden.EventHash{2})
 	assert.Equal(t, traceID(2), r.primaryTrace())
-	x.observeRoot(r, 0, spanID(1), 10, golden.EventHash{1})
+	r.observeRoot(0, spanID(1), 10, golden.EventHash{1})
 	assert.Equal(t, traceID(1), r.primaryTrace(), "an earlier root takes over")
-	x.observeRoot(r, 1, spanID(2), 20, golden.EventHash{2})
+	r.observeRoot(1, spanID(2), 20, golden.EventHash{2})
 	assert.Equal(t, traceID(1), r.primaryTrace())
 	assert.Equal(t, golden.EventHash{1}, r.rootEvent)
 
@@ -40,8 +40,7 @@ func TestIndexBindsAndPicksTheEarliestRoot(t *testing.T) {
 }
 
 func TestIndexBoundsPerRequest(t *testing.T) {
-	var c tally
-	x := newIndex(10, int64(time.Minute), &c)
+	x := newTestIndex(10, time.Minute, 1)
 	r := x.getOrAdd(reqA, 0)
 	for i := range maxTracesPerRequest + 5 {
 		x.bind(r, pcommon.TraceID{byte(i), 1})
@@ -49,14 +48,14 @@ func TestIndexBoundsPerRequest(t *testing.T) {
 	assert.Equal(t, maxTracesPerRequest, int(r.ntraces))
 	assert.Equal(t, -1, x.bind(r, pcommon.TraceID{0xff}))
 	for i := range maxSpansPerRequest + 5 {
-		x.keep(r, spanRef{span: pcommon.SpanID{byte(i)}})
+		r.keep(spanRef{span: pcommon.SpanID{byte(i)}})
 	}
 	assert.Len(t, r.spans, maxSpansPerRequest)
 }
 
 func TestIndexEvictsLeastRecentlySeen(t *testing.T) {
-	var c tally
-	x := newIndex(2, int64(time.Minute), &c)
+	x := newTestIndex(2, time.Minute, 1)
+	c := &x.counts
 	a := x.getOrAdd(reqA, 1)
 	x.bind(a, traceID(1))
 	x.getOrAdd(reqB, 2)
@@ -73,7 +72,7 @@ func TestIndexEvictsLeastRecentlySeen(t *testing.T) {
 	x.expire(5 + int64(time.Minute) + int64(time.Minute)/expireScans)
 	assert.Zero(t, x.len())
 	assert.Nil(t, x.byTraceID(traceID(1), 0), "the trace binding goes with its request")
-	assert.Empty(t, x.byTrace)
+	assert.Zero(t, x.traces())
 	assert.Equal(t, int64(2), c.evicted[tableRequests][evictTTL])
 	assert.Zero(t, c.tracked)
 }
@@ -107,17 +106,17 @@ func TestServicesTableIsBounded(t *testing.T) {
 // eviction is counted, and the heap stays bounded.
 func TestIndexBoundedWithAMillionRequests(t *testing.T) {
 	const total, limit = 1_000_000, 100_000
-	var c tally
-	x := newIndex(limit, int64(time.Hour), &c)
+	x := newTestIndex(limit, time.Hour, shardCount(limit, 2))
+	c := &x.counts
 	var trace pcommon.TraceID
 	for i := range total {
 		binary.BigEndian.PutUint64(trace[:], uint64(i))
 		r := x.getOrAdd("req-celery-"+strconv.Itoa(i), int64(i))
 		x.bind(r, trace)
-		x.observeRoot(r, 0, pcommon.SpanID{1}, 1, golden.EventHash{})
+		r.observeRoot(0, pcommon.SpanID{1}, 1, golden.EventHash{})
 	}
 	assert.Equal(t, limit, x.len())
-	assert.Len(t, x.byTrace, limit)
+	assert.Equal(t, limit, x.traces())
 	assert.Equal(t, int64(total-limit), c.evicted[tableRequests][evictCapacity])
 	runtime.GC()
 	var ms runtime.MemStats
@@ -133,22 +132,21 @@ func TestRequestFitsItsSizeClass(t *testing.T) {
 }
 
 func TestIndexCarriesKnownFieldsInOneString(t *testing.T) {
-	var c tally
-	x := newIndex(10, int64(time.Minute), &c)
+	x := newTestIndex(10, time.Minute, 1)
 	r := x.getOrAdd(reqA, 0)
-	r.setKnown(&x.models, "a1b2c3d4", "llama3-8b-v2.1.4")
+	r.setKnown(&x.shards[r.shard].models, "a1b2c3d4", "llama3-8b-v2.1.4")
 	assert.Equal(t, reqA, r.id())
 	assert.Equal(t, "a1b2c3d4", r.inputHash())
-	assert.Equal(t, "llama3-8b-v2.1.4", r.modelVer(&x.models))
+	assert.Equal(t, "llama3-8b-v2.1.4", r.modelVer(&x.shards[r.shard].models))
 	assert.Equal(t, reqA+"a1b2c3d4", r.text, "an interned model_ver stays out of the text")
 
 	// Past the model table's bound, the model_ver goes in the text.
 	for i := range maxInterned {
-		x.models.id("model-" + strconv.Itoa(i))
+		x.shards[r.shard].models.id("model-" + strconv.Itoa(i))
 	}
-	r.setKnown(&x.models, "", "rare-model-v1")
+	r.setKnown(&x.shards[r.shard].models, "", "rare-model-v1")
 	assert.Equal(t, "", r.inputHash())
-	assert.Equal(t, "rare-model-v1", r.modelVer(&x.models))
+	assert.Equal(t, "rare-model-v1", r.modelVer(&x.shards[r.shard].models))
 	assert.Equal(t, reqA+"rare-model-v1", r.text)
 
 	// A value past maxKnownBytes is a disagreement: never kept, never filled.
@@ -157,8 +155,7 @@ func TestIndexCarriesKnownFieldsInOneString(t *testing.T) {
 }
 
 func TestIndexKeepsTracesBeyondTheInlineTwo(t *testing.T) {
-	var c tally
-	x := newIndex(10, int64(time.Minute), &c)
+	x := newTestIndex(10, time.Minute, 1)
 	r := x.getOrAdd(reqA, 0)
 	for i := range 4 {
 		assert.Equal(t, i, x.bind(r, traceID(byte(i+1))))
@@ -167,6 +164,63 @@ func TestIndexKeepsTracesBeyondTheInlineTwo(t *testing.T) {
 		assert.Equal(t, traceID(byte(i+1)), r.trace(i))
 		assert.Same(t, r, x.byTraceID(traceID(byte(i+1)), 0))
 	}
-	x.observeRoot(r, 3, spanID(1), 1, golden.EventHash{})
+	r.observeRoot(3, spanID(1), 1, golden.EventHash{})
 	assert.Equal(t, traceID(4), r.primaryTrace())
+}
+
+// testIndex drives an index from one goroutine as the stitcher does: each
+// call takes and releases the locks it needs.
+type testIndex struct {
+	*index
+	counts tally
+}
+
+func newTestIndex(maxRequests int, ttl time.Duration, shards int) *testIndex {
+	return &testIndex{index: newIndex(maxRequests, int64(ttl), shards)}
+}
+
+func (x *testIndex) getOrAdd(id string, now int64) *request {
+	sh, key := x.lockID(id)
+	defer sh.mu.Unlock()
+	return x.index.getOrAdd(sh, key, id, now, &x.counts)
+}
+
+func (x *testIndex) get(id string, now int64) *request {
+	sh, key := x.lockID(id)
+	defer sh.mu.Unlock()
+	return sh.get(key, id, now)
+}
+
+func (x *testIndex) bind(r *request, t pcommon.TraceID) int {
+	sh := x.lockRequest(r)
+	defer sh.mu.Unlock()
+	return x.index.bind(r, t)
+}
+
+func (x *testIndex) byTraceID(t pcommon.TraceID, now int64) *request {
+	r, sh := x.lockTrace(t, now)
+	if sh != nil {
+		sh.mu.Unlock()
+	}
+	return r
+}
+
+func (x *testIndex) expire(now int64) { x.index.expire(now, &x.counts) }
+
+// len is the number of requests tracked.
+func (x *testIndex) len() int {
+	n := 0
+	for i := range x.shards {
+		n += len(x.shards[i].byID)
+	}
+	return n
+}
+
+// traces is the number of traces bound.
+func (x *testIndex) traces() int {
+	n := 0
+	for i := range x.stripes {
+		n += len(x.stripes[i].byTrace)
+	}
+	return n
 }

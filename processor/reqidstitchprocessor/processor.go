@@ -48,11 +48,14 @@ var spanSignal = signal[ptrace.Traces]{
 // stitchProcessor is one logs or traces processor: its own hold over the
 // stitcher that its component ID shares.
 type stitchProcessor[T any] struct {
-	id     component.ID
-	s      *stitcher
-	sig    signal[T]
-	next   func(context.Context, T) error
-	hold   holdQueue[T] // guarded by s.mu
+	id   component.ID
+	s    *stitcher
+	sig  signal[T]
+	next func(context.Context, T) error
+	// mu guards hold. It is taken before a shard's mutex (a sweep restitches
+	// under it), never after.
+	mu     sync.Mutex
+	hold   holdQueue[T]
 	logger *zap.Logger
 	// journal keeps the held records; nil without storage.
 	journal *custody.Journal
@@ -63,8 +66,9 @@ type stitchProcessor[T any] struct {
 
 func (p *stitchProcessor[T]) process(ctx context.Context, batch T) (T, error) {
 	s := p.s
-	now := s.nowNanos()
-	var overflow releases[T]
+	ps := newPass(s.nowNanos())
+	defer ps.free()
+	var waiting []parked[T]
 	var kept []custody.Entry
 	var keepErr error
 	var hold func(T) bool
@@ -76,39 +80,28 @@ func (p *stitchProcessor[T]) process(ctx context.Context, batch T) (T, error) {
 			if heldCtx == nil {
 				heldCtx, client = context.WithoutCancel(ctx), custody.ClientKey(ctx)
 			}
-			s.tally.held++
+			ps.tally.held++
 			held := parked[T]{data: data, bytes: p.sig.size(data), ctx: heldCtx, client: client}
-			var entry custody.Entry
-			if p.journal != nil && keepErr == nil {
-				entry = custody.Entry{Seq: p.journal.Next(entryHeld)}
-				entry.Data, keepErr = p.sig.marshal(heldCtx, data)
-				held.seq = entry.Seq
-			}
-			pushOut := func(old parked[T]) { overflow.add(s, p.sig, old, outcomeOverflow) }
-			if !p.hold.push(held, now, pushOut) {
-				s.tally.released[outcomeOverflow]++
+			if !p.hold.fits(held.bytes) {
+				ps.tally.released[outcomeOverflow]++
 				return false
 			}
-			if held.seq != 0 {
+			if p.journal != nil && keepErr == nil {
+				entry := custody.Entry{Seq: p.journal.Next(entryHeld)}
+				entry.Data, keepErr = p.sig.marshal(heldCtx, data)
+				held.seq = entry.Seq
 				kept = append(kept, entry)
 			}
+			waiting = append(waiting, held)
 			return true
 		}
 	}
 	ev := newEventIDs()
 	defer ev.free()
-	removed := p.sig.admit(s, batch, ev)
-	s.mu.Lock()
-	s.tally.identityRemoved += removed
-	p.sig.stitch(s, batch, now, hold, ev)
-	if len(kept) > 0 && keepErr == nil {
-		// Under the mutex: a sweep must not pass a record on (and delete its
-		// entry) before the entry is written.
-		keepErr = p.journal.Keep(ctx, kept...)
-	}
-	counts := s.tally.take()
-	s.mu.Unlock()
-	s.tel.flush(ctx, &counts)
+	ps.tally.identityRemoved += p.sig.admit(s, batch, ev)
+	p.sig.stitch(s, batch, ps, hold, ev)
+	overflow := p.holdAll(ctx, waiting, kept, &keepErr, ps)
+	s.tel.flush(ctx, &ps.tally)
 	p.passOn(overflow)
 	ev.rewind()
 	p.sig.applyRules(s, batch, ev)
@@ -124,6 +117,27 @@ func (p *stitchProcessor[T]) process(ctx context.Context, batch T) (T, error) {
 	return batch, nil
 }
 
+// holdAll puts a batch's waiting records in the hold and writes their
+// entries to storage (kept; not when *keepErr is set already, and *keepErr
+// is where a failure goes). It returns the older records they pushed out.
+func (p *stitchProcessor[T]) holdAll(ctx context.Context, waiting []parked[T], kept []custody.Entry, keepErr *error, ps *pass) releases[T] {
+	var overflow releases[T]
+	if len(waiting) == 0 {
+		return overflow
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, held := range waiting {
+		p.hold.push(held, ps.now, func(old parked[T]) { overflow.add(&ps.tally, p.sig, old, outcomeOverflow) })
+	}
+	if len(kept) > 0 && *keepErr == nil {
+		// Under the hold's mutex: a sweep must not pass a record on (and
+		// delete its entry) before the entry is written.
+		*keepErr = p.journal.Keep(ctx, kept...)
+	}
+	return overflow
+}
+
 // The journal of a hold keeps records as they were held, and as they are
 // passed on: a replay passes on the same bytes.
 const (
@@ -133,7 +147,7 @@ const (
 
 // passOn hands released records to the next consumer, each client's with its
 // context, and deletes their entries once it has taken them. Records it
-// refuses for now wait for the next sweep. Called without s.mu.
+// refuses for now wait for the next sweep. Called without any lock.
 func (p *stitchProcessor[T]) passOn(out releases[T]) {
 	for _, g := range out {
 		if !g.stitched {
@@ -223,13 +237,14 @@ func (p *stitchProcessor[T]) keepPassedOn(g outgoing[T]) []custody.Seq {
 }
 
 // sweep passes on the held records that are bound or waited long enough (all
-// of them when flushing). Nothing downstream is called under the mutex.
+// of them when flushing). Nothing downstream is called under the hold's mutex.
 func (p *stitchProcessor[T]) sweep(flush bool) {
-	p.s.mu.Lock()
-	out := sweepHold(p.s, &p.hold, p.sig, p.s.nowNanos(), flush)
-	counts := p.s.tally.take()
-	p.s.mu.Unlock()
-	p.s.tel.flush(context.Background(), &counts)
+	ps := newPass(p.s.nowNanos())
+	defer ps.free()
+	p.mu.Lock()
+	out := sweepHold(p.s, &p.hold, p.sig, ps, flush)
+	p.mu.Unlock()
+	p.s.tel.flush(context.Background(), &ps.tally)
 	retries, _ := p.refused.take()
 	p.passOn(append(retries, out...))
 	p.s.rules.flushCounts(context.Background(), p.s.tel)

@@ -3,6 +3,7 @@ package reqidstitchprocessor // import "github.com/loom-otel/loom/processor/reqi
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -79,7 +80,7 @@ type rule struct {
 
 // ruleSet evaluates the causal rules on every record that leaves the
 // processor. Its own mutex guards the remembered causes, and only them: the
-// conditions are evaluated outside it, and outside the stitcher's.
+// conditions are evaluated outside it, and outside every shard's.
 type ruleSet struct {
 	rules  []*rule
 	mu     sync.Mutex
@@ -186,12 +187,17 @@ func (rs *ruleSet) apply(attrs, resource pcommon.Map, event golden.EventHash, at
 }
 
 // flushCounts adds the rule hits and evictions so far to the telemetry and
-// resets them. Under rs.mu, which guards only the causes: unlike the
-// stitcher's mutex, no record waits on it for long.
+// resets them: taken under rs.mu, flushed after it.
 func (rs *ruleSet) flushCounts(ctx context.Context, tel *telemetry) {
 	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	tel.flush(ctx, &rs.counts)
+	if rs.counts.evicted[tableRuleKeys][evictCapacity] == 0 && !slices.ContainsFunc(rs.counts.ruleHits, func(n int64) bool { return n != 0 }) {
+		rs.mu.Unlock()
+		return
+	}
+	taken := rs.counts
+	rs.counts = tally{ruleHits: make([]int64, len(taken.ruleHits))}
+	rs.mu.Unlock()
+	tel.flush(ctx, &taken)
 }
 
 // remember keeps the latest cause for a join key, by record time: a record

@@ -2,6 +2,7 @@ package reqidstitchprocessor // import "github.com/loom-otel/loom/processor/reqi
 
 import (
 	"context"
+	"runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -18,21 +19,21 @@ import (
 
 // stitcher is the state one component ID shares between its logs and traces
 // processors, so that a log is filled from spans seen in the traces pipeline.
-// One mutex guards it: records pass through synchronously, and neither
-// anything downstream nor the telemetry is called while it is held.
+// Records pass through synchronously, on their pipeline's goroutine, and no
+// lock is held for a batch: the index is sharded by request, each shard under
+// its own mutex (see index); the services, the GPU index and the rules have
+// locks of their own; each processor's hold has its own. Each call counts in
+// a pass of its own, flushed to the telemetry after; neither anything
+// downstream nor the telemetry is called under any of these locks.
 type stitcher struct {
-	mu       sync.Mutex
 	cfg      *Config
 	tel      *telemetry
-	tally    tally
 	index    *index
 	services *services
 	gpu      *gpuIndex // nil when GPU attribution is off
 	gpuEvent *ottl.Condition[*ottllog.TransformContext]
 	rules    *ruleSet
-	// spanScratch carries the first pass over a span batch to the second.
-	spanScratch []boundSpan
-	now         func() time.Time
+	now      func() time.Time
 
 	// The ticker that sweeps the holds runs while any processor is started.
 	lifecycle sync.Mutex
@@ -59,12 +60,12 @@ func newStitcher(set processor.Settings, cfg *Config) (*stitcher, error) {
 	for _, o := range cfg.options {
 		o(s)
 	}
-	s.index = newIndex(cfg.MaxRequests, int64(cfg.TTL), &s.tally)
+	s.index = newIndex(cfg.MaxRequests, int64(cfg.TTL), shardCount(cfg.MaxRequests, runtime.GOMAXPROCS(0)))
 	if g := cfg.GPUAttribution; g.Enabled {
 		if s.gpuEvent, err = newLogCondition(g.Condition, set.TelemetrySettings); err != nil {
 			return nil, err
 		}
-		s.gpu = newGPUIndex(g.MaxProcesses, g.SpansPerProcess, &s.tally)
+		s.gpu = newGPUIndex(g.MaxProcesses, g.SpansPerProcess)
 	}
 	if s.rules, err = newRuleSet(cfg.Rules, cfg.MaxRuleKeys, set.TelemetrySettings); err != nil {
 		return nil, err
@@ -93,10 +94,8 @@ func (s *stitcher) pipelines(signal string) int {
 
 // expire drops requests past their TTL; every processor's ticker calls it.
 func (s *stitcher) expire(now int64) {
-	s.mu.Lock()
-	s.index.expire(now)
-	counts := s.tally.take()
-	s.mu.Unlock()
+	var counts tally
+	s.index.expire(now, &counts)
 	s.tel.flush(context.Background(), &counts)
 }
 
@@ -190,7 +189,8 @@ func ensureEventID(attrs pcommon.Map, compute func() golden.EventHash) golden.Ev
 // markDetached flags a record whose trace is not its request's primary trace
 // and names the primary root as the target of its ASYNC_OF edge. It reports
 // whether the record was newly marked.
-func (s *stitcher) markDetached(r *request, trace pcommon.TraceID, attrs pcommon.Map) bool {
+// The caller holds r's shard.
+func (s *stitcher) markDetached(r *request, trace pcommon.TraceID, attrs pcommon.Map, t *tally) bool {
 	if !s.cfg.LinkDetached || r == nil || !r.hasPrimary() || trace.IsEmpty() || trace == r.primaryTrace() {
 		return false
 	}
@@ -199,6 +199,6 @@ func (s *stitcher) markDetached(r *request, trace pcommon.TraceID, attrs pcommon
 	}
 	attrs.PutBool(golden.StitchDetached, true)
 	attrs.PutStr(golden.StitchAsyncOf, r.rootEvent.String())
-	s.tally.detached++
+	t.detached++
 	return true
 }

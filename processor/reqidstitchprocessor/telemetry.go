@@ -67,8 +67,9 @@ var (
 	reasonNames    = [numReasons]string{"capacity", "ttl"}
 )
 
-// tally counts under the stitcher's mutex and is flushed to the telemetry once
-// per batch or sweep, not once per record.
+// tally counts what one call (a batch, a sweep, a TTL scan) did, or what the
+// rules did under their mutex, and is flushed to the telemetry once per call,
+// not once per record, and outside every lock.
 type tally struct {
 	filled   [numDirections]int64
 	released [numOutcomes]int64
@@ -79,15 +80,6 @@ type tally struct {
 	// identityRemoved counts identity attributes taken from arriving records.
 	identityRemoved int64
 	tracked         int64 // change in the number of tracked requests
-}
-
-// take returns the counts so far and resets them, so that they are flushed
-// to the telemetry after the stitcher's mutex is released. (The stitcher's
-// tally has no rule hits: the rules count under their own mutex.)
-func (c *tally) take() tally {
-	taken := *c
-	*c = tally{}
-	return taken
 }
 
 // telemetry is the TelemetryBuilder with every attribute set built once.
