@@ -13,6 +13,9 @@ type request struct {
 	groups []groupRef
 	// counted and failureCounted say what the learner knows of it.
 	counted, failureCounted bool
+	// removed: it left the buffer out of turn (handed over) and is skipped
+	// when it comes to the front.
+	removed bool
 }
 
 type groupRef struct {
@@ -21,8 +24,8 @@ type groupRef struct {
 }
 
 // buffer holds the requests waiting for a decision, oldest first. Requests
-// leave it only from the front: when decision_wait has passed, or early to
-// stay within its bounds.
+// leave it from the front, when decision_wait has passed or early to stay
+// within its bounds, or out of turn when they are handed over.
 type buffer struct {
 	byKey map[requestKey]*request
 	queue fifo[*request]
@@ -42,17 +45,27 @@ func (q *buffer) add(key requestKey, now time.Time) *request {
 
 // oldest returns the request that has waited longest; nil when none waits.
 func (q *buffer) oldest() *request {
+	for q.queue.len() > 0 && q.queue.front().removed {
+		q.queue.pop()
+	}
 	if q.queue.len() == 0 {
 		return nil
 	}
 	return q.queue.front()
 }
 
-// pop removes the oldest request.
+// pop removes the oldest request; one must wait.
 func (q *buffer) pop() *request {
+	q.oldest()
 	r := q.queue.pop()
 	delete(q.byKey, r.key)
 	return r
 }
 
-func (q *buffer) len() int { return q.queue.len() }
+// remove takes r out of turn.
+func (q *buffer) remove(r *request) {
+	delete(q.byKey, r.key)
+	r.removed = true
+}
+
+func (q *buffer) len() int { return len(q.byKey) }

@@ -3,11 +3,14 @@ package reqsamplingprocessor // import "github.com/loom-otel/loom/processor/reqs
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"runtime"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/configgrpc"
 	"go.opentelemetry.io/collector/config/confighttp"
 	"go.opentelemetry.io/collector/confmap"
 )
@@ -50,6 +53,10 @@ type Config struct {
 	// gateways, so that each learns from all the traffic, not only from the
 	// requests routed to it.
 	Share ShareConfig `mapstructure:"share"`
+	// Handover keeps every request on the one gateway that owns it when the
+	// set of gateways changes: records of requests another gateway owns
+	// are forwarded to it, and so are the waiting requests whose owner changed.
+	Handover HandoverConfig `mapstructure:"handover"`
 
 	// options are test seams (clock, ticks), never set from YAML.
 	options []option `mapstructure:"-"`
@@ -270,6 +277,83 @@ func peerURL(s string, port bool) bool {
 		(u.Path == "" || u.Path == "/") && u.RawQuery == ""
 }
 
+// HandoverConfig configures the hand-over of requests between gateways.
+// The gateways place requests on the consistent hash ring of the agents'
+// load_balancing exporter (internal/ring), built from the same members,
+// which they follow with the same kind of resolver. Off unless self is set.
+type HandoverConfig struct {
+	// Self is this gateway's member as the resolver names it: host:port, the
+	// pod's IP and the OTLP port the agents send to.
+	Self string `mapstructure:"self"`
+	// Resolver finds the gateways: exactly one of static and k8s.
+	Resolver HandoverResolverConfig `mapstructure:"resolver"`
+	// Client forwards records to their owner's OTLP/gRPC receiver
+	// (configgrpc: TLS, auth, headers, compression); its endpoint is not
+	// read: every member is one.
+	Client configgrpc.ClientConfig `mapstructure:"client"`
+	// Timeout bounds one forward; a forward that fails leaves its records
+	// to be decided here.
+	Timeout time.Duration `mapstructure:"timeout"`
+
+	_ struct{}
+}
+
+// HandoverResolverConfig names the gateways' resolver, as the agents'
+// load_balancing exporter does (its static and k8s resolvers).
+type HandoverResolverConfig struct {
+	Static StaticResolverConfig `mapstructure:"static"`
+	K8s    K8sResolverConfig    `mapstructure:"k8s"`
+
+	_ struct{}
+}
+
+// StaticResolverConfig lists the gateways.
+type StaticResolverConfig struct {
+	// Members are host:port, as the agents list them.
+	Members []string `mapstructure:"members"`
+
+	_ struct{}
+}
+
+// K8sResolverConfig follows the ready endpoints of a Service.
+type K8sResolverConfig struct {
+	// Service is name.namespace, or name in the pod's namespace.
+	Service string `mapstructure:"service"`
+	// Ports are the ports of every member, as the agents' resolver lists them.
+	Ports []int32 `mapstructure:"ports"`
+
+	_ struct{}
+}
+
+func (c *HandoverConfig) enabled() bool { return c.Self != "" }
+
+func (c *HandoverConfig) validate(check func(ok bool, key, format string, args ...any)) {
+	static, k8s := len(c.Resolver.Static.Members) > 0, c.Resolver.K8s.Service != ""
+	if !c.enabled() {
+		check(!static && !k8s, "handover::self", "must be set when a resolver is, e.g. 10.0.0.7:4317 (the pod's IP and OTLP port)")
+		return
+	}
+	check(hostPort(c.Self), "handover::self", "must be host:port, e.g. 10.0.0.7:4317; got %q", c.Self)
+	check(static != k8s, "handover::resolver", "must name exactly one of static and k8s")
+	for i, m := range c.Resolver.Static.Members {
+		check(hostPort(m), fmt.Sprintf("handover::resolver::static::members::%d", i), "must be host:port, e.g. loom-gateway-0:4317; got %q", m)
+	}
+	check(!k8s || !strings.ContainsAny(c.Resolver.K8s.Service, "/: "), "handover::resolver::k8s::service",
+		"must be a Service's name.namespace, e.g. loom-gateway-headless.observability; got %q", c.Resolver.K8s.Service)
+	check(!k8s || len(c.Resolver.K8s.Ports) > 0, "handover::resolver::k8s::ports", "must list the OTLP port the agents send to, e.g. [4317]")
+	for i, p := range c.Resolver.K8s.Ports {
+		check(p > 0 && p < 1<<16, fmt.Sprintf("handover::resolver::k8s::ports::%d", i), "must be 1 to 65535; got %d", p)
+	}
+	check(c.Client.Endpoint == "", "handover::client::endpoint", "is not read: every member the resolver finds is one; got %q", c.Client.Endpoint)
+	check(c.Timeout > 0, "handover::timeout", "must be positive, e.g. 5s; got %v", c.Timeout)
+}
+
+// hostPort says whether s is host:port with a host and a port.
+func hostPort(s string) bool {
+	host, port, err := net.SplitHostPort(s)
+	return err == nil && host != "" && port != ""
+}
+
 // LearningConfig configures the hot-input learner behind hot_input policies
 // and the failure map.
 type LearningConfig struct {
@@ -319,6 +403,7 @@ func (c *Config) Validate() error {
 	check(l.PrefixLength >= 1 && l.PrefixLength <= 3, "learning::prefix_length", "must be 1, 2 or 3 hex digits; got %d", l.PrefixLength)
 	check(l.MaxHashes > 0, "learning::max_hashes", "must be positive, e.g. 100000; got %d", l.MaxHashes)
 	c.Share.validate(check)
+	c.Handover.validate(check)
 	if _, err := compilePolicies(c, validationDeps()); err != nil {
 		errs = append(errs, err)
 	}

@@ -55,6 +55,7 @@ func TestLoadConfig(t *testing.T) {
 		Storage:     &requests,
 		NumShards:   4,
 		Share:       defaultConfig().Share,
+		Handover:    defaultConfig().Handover,
 	}
 	everything.Share.Server.NetAddr.Endpoint = "0.0.0.0:4319"
 	everything.Share.Client.Timeout = 2 * time.Second
@@ -62,6 +63,10 @@ func TestLoadConfig(t *testing.T) {
 	everything.Share.DNS = "http://loom-gateway-headless:4319"
 	everything.Share.Interval = 2 * time.Second
 	everything.Share.MaxBytes = 512 << 10
+	everything.Handover.Self = "10.0.0.7:4317"
+	everything.Handover.Resolver.K8s = K8sResolverConfig{Service: "loom-gateway-headless.observability", Ports: []int32{4317}}
+	everything.Handover.Client.Compression = "zstd"
+	everything.Handover.Timeout = 2 * time.Second
 	got = loadConfig(t, "everything")
 	assert.Equal(t, everything, got)
 	require.NoError(t, confmap.Validate(got))
@@ -82,10 +87,16 @@ func TestValidateNamesTheKeyToFix(t *testing.T) {
 		"policies::6::errors::attributes: an empty list checks no attribute",
 		"share::interval:", "share::max_bytes:", "share::client::endpoint:", `share::peers::0: must be an http(s) URL`,
 		`share::peers::1: must be an http(s) URL`, "share::dns:",
+		`handover::self: must be host:port`, "handover::resolver: must name exactly one", "handover::resolver::static::members::1:",
+		"handover::resolver::k8s::service:", "handover::resolver::k8s::ports::0:", "handover::client::endpoint:", "handover::timeout:",
 		"volume_guard::max_share:", "policies::7::value_drift::rare_share:", "; value_drift::baseline_records, value_drift::recent_records:",
 	} {
 		assert.ErrorContains(t, err, key)
 	}
+}
+
+func TestAResolverNeedsSelf(t *testing.T) {
+	assert.ErrorContains(t, confmap.Validate(loadConfig(t, "resolver_without_self")), "handover::self: must be set when a resolver is")
 }
 
 func TestTooManyPolicies(t *testing.T) {

@@ -14,6 +14,9 @@ type verdict struct {
 	probability float64
 	// failure is the failure model's verdict when the request failed; nil when it did not.
 	failure *failure.Verdict
+	// handedOver: the gateway that owns the request took its records here
+	// (handover); they are neither kept nor dropped by this one.
+	handedOver bool
 }
 
 // adjustedCount is how many requests a kept one stands for.

@@ -13,12 +13,14 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/configgrpc"
 	"go.opentelemetry.io/collector/config/confighttp"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor"
 
+	"github.com/loom-otel/loom/internal/ring"
 	"github.com/loom-otel/loom/internal/sharedcomponent"
 	"github.com/loom-otel/loom/processor/reqsamplingprocessor/internal/metadata"
 )
@@ -67,6 +69,10 @@ func createDefaultConfig() component.Config {
 			Interval: time.Second,
 			MaxBytes: 1 << 20,
 		},
+		Handover: HandoverConfig{
+			Client:  configgrpc.NewDefaultClientConfig(),
+			Timeout: 5 * time.Second,
+		},
 	}
 }
 
@@ -104,6 +110,11 @@ func (f *factory) createLogs(_ context.Context, set processor.Settings, cfg comp
 	}
 	to := s.addOutlet(&outlet{signal: signalLogs, logs: next})
 	logs, err := consumer.NewLogs(func(ctx context.Context, ld plog.Logs) error {
+		if s.handover != nil {
+			if ld = logsLayout.arriving(s.handover, ctx, ld); ld.LogRecordCount() == 0 {
+				return nil
+			}
+		}
 		sc := s.scanners.Get().(*scanner)
 		b := sc.scanLogs(ld)
 		s.scanners.Put(sc)
@@ -122,6 +133,11 @@ func (f *factory) createTraces(_ context.Context, set processor.Settings, cfg co
 	}
 	to := s.addOutlet(&outlet{signal: signalTraces, traces: next})
 	traces, err := consumer.NewTraces(func(ctx context.Context, td ptrace.Traces) error {
+		if s.handover != nil {
+			if td = tracesLayout.arriving(s.handover, ctx, td); td.SpanCount() == 0 {
+				return nil
+			}
+		}
 		sc := s.scanners.Get().(*scanner)
 		b := sc.scanTraces(td)
 		s.scanners.Put(sc)
@@ -177,3 +193,6 @@ func withTicks(ticks <-chan chan struct{}) option { return func(s *sampler) { s.
 func withPushes(pushes <-chan chan struct{}) option {
 	return func(s *sampler) { s.testPushes = pushes }
 }
+
+// withMembers replaces the hand-over's resolver, so that a test changes the gateway set.
+func withMembers(r ring.Resolver) option { return func(s *sampler) { s.testMembers = r } }

@@ -15,6 +15,7 @@ import (
 	"github.com/loom-otel/loom/internal/custody"
 	"github.com/loom-otel/loom/internal/failure"
 	"github.com/loom-otel/loom/internal/golden"
+	"github.com/loom-otel/loom/internal/ring"
 	"github.com/loom-otel/loom/processor/reqsamplingprocessor/internal/learner"
 	"github.com/loom-otel/loom/processor/reqsamplingprocessor/internal/metadata"
 	"github.com/loom-otel/loom/processor/reqsamplingprocessor/internal/policy"
@@ -47,9 +48,14 @@ type sampler struct {
 	now        func() time.Time
 	testTicks  <-chan chan struct{}
 	testPushes <-chan chan struct{}
+	// testMembers replaces the hand-over's resolver.
+	testMembers ring.Resolver
 	// share exchanges what the failure model learns with the peers; nil
 	// when nothing is shared.
 	share *sharer
+	// handover keeps every request on the gateway that owns it; nil when
+	// handover::self is not set.
+	handover *handover
 
 	// outlets are the processors' pipelines by signal, added before Start.
 	outlets [numSignals][]*outlet
@@ -156,6 +162,9 @@ func newSampler(set processor.Settings, cfg *Config) (*sampler, error) {
 	if cfg.Share.enabled() {
 		s.share = newSharer(s, policies)
 	}
+	if cfg.Handover.enabled() {
+		s.handover = newHandover(s)
+	}
 	for range cfg.NumShards {
 		s.shards = append(s.shards, newShard(s, cfg.NumShards))
 	}
@@ -187,6 +196,11 @@ func (s *sampler) start(ctx context.Context, host component.Host) error {
 		}
 		if s.share != nil {
 			if err = s.share.start(ctx, host); err != nil {
+				return
+			}
+		}
+		if s.handover != nil {
+			if err = s.handover.start(ctx, host); err != nil {
 				return
 			}
 		}
@@ -241,6 +255,9 @@ func (s *sampler) shutdown(ctx context.Context) error {
 		}
 		if s.share != nil && s.started.Load() {
 			err = errors.Join(err, s.share.shutdown(ctx))
+		}
+		if s.handover != nil && s.started.Load() {
+			err = errors.Join(err, s.handover.shutdown(ctx))
 		}
 		if cerr := s.journal.Close(ctx); cerr != nil {
 			err = errors.Join(err, cerr)
@@ -332,31 +349,41 @@ func (s *sampler) run() {
 		defer ticker.Stop()
 		ticks = ticker.C
 	}
+	// ringChanges and leaving are the hand-over's: a changed gateway set,
+	// and the others' ring that takes what waits as this gateway shuts down.
+	var ringChanges <-chan *ring.Ring
+	leaving := func() *ring.Ring { return nil }
+	if s.handover != nil {
+		ringChanges, leaving = s.handover.changes, s.handover.leaving
+	}
 	for {
 		select {
 		case <-ticks:
-			s.orderShards(cmdTick)
+			s.orderShards(order{cmd: cmdTick})
 		case ack := <-s.testTicks:
-			s.orderShards(cmdTick)
+			s.orderShards(order{cmd: cmdTick})
 			close(ack)
+		case r := <-ringChanges:
+			s.orderShards(order{cmd: cmdHandOver, ring: r})
 		case ack := <-s.flushes:
-			s.orderShards(cmdFlush)
+			s.orderShards(order{cmd: cmdFlush, ring: leaving()})
 			close(ack)
 		case <-s.stop:
-			s.orderShards(cmdStop)
+			s.orderShards(order{cmd: cmdStop, ring: leaving()})
 			return
 		}
 	}
 }
 
-// orderShards has every shard carry out cmd, and publishes the failure map once
+// orderShards has every shard carry out o, and publishes the failure map once
 // all have.
-func (s *sampler) orderShards(cmd command) {
+func (s *sampler) orderShards(o order) {
 	var done sync.WaitGroup
 	done.Add(len(s.shards))
 	s.pool.expect(len(s.shards))
+	o.done = &done
 	for _, sh := range s.shards {
-		sh.orders <- order{cmd: cmd, done: &done}
+		sh.orders <- o
 	}
 	done.Wait()
 	s.publishHeatMap(s.now())
@@ -469,6 +496,10 @@ func (s *sampler) release(b *batch) {
 		late := 0
 		if g.late {
 			late = 1
+		}
+		if g.verdict.handedOver {
+			counts[late][outcomeHandedOver]++
+			return false
 		}
 		counts[late][outcomeOf(g.verdict.kept)]++
 		if !g.verdict.kept {

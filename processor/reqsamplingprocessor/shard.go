@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/loom-otel/loom/internal/ring"
 	"github.com/loom-otel/loom/processor/reqsamplingprocessor/internal/policy"
 )
 
@@ -39,7 +40,11 @@ type shard struct {
 // order is what the sampler's ticks, flushes and shutdown ask of every
 // shard, once it has taken in the parts already handed to it.
 type order struct {
-	cmd  command
+	cmd command
+	// ring, when set, is the gateway set to hand waiting requests over by
+	// first: a changed one (cmdHandOver), or the others' as this gateway
+	// shuts down (cmdFlush, cmdStop).
+	ring *ring.Ring
 	done *sync.WaitGroup
 }
 
@@ -52,6 +57,8 @@ const (
 	cmdFlush
 	// cmdStop decides every waiting request and ends the shard.
 	cmdStop
+	// cmdHandOver hands the waiting requests another gateway now owns over to it.
+	cmdHandOver
 )
 
 // newShard makes one of n shards, with its share of the limits (rounded up).
@@ -78,9 +85,17 @@ func (sh *shard) run() {
 		case o := <-sh.orders:
 			sh.ordered = true
 			sh.drain()
-			if o.cmd == cmdTick {
+			if o.ring != nil {
+				cause := causeShutdown
+				if o.cmd == cmdHandOver {
+					cause = causeMemberChange
+				}
+				sh.handOver(o.ring, cause)
+			}
+			switch o.cmd {
+			case cmdTick:
 				sh.tick()
-			} else {
+			case cmdFlush, cmdStop:
 				sh.decideAll()
 			}
 			sh.ordered = false

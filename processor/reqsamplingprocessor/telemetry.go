@@ -15,6 +15,8 @@ type outcome uint8
 const (
 	outcomeKept outcome = iota
 	outcomeDropped
+	// outcomeHandedOver: forwarded to the gateway that owns the request.
+	outcomeHandedOver
 	numOutcomes
 )
 
@@ -46,7 +48,8 @@ const (
 
 var (
 	signalNames  = [numSignals]string{"logs", "traces"}
-	outcomeNames = [numOutcomes]string{"kept", "dropped"}
+	outcomeNames = [numOutcomes]string{"kept", "dropped", "handed_over"}
+	causeNames   = [numCauses]string{"arrival", "member_change", "shutdown"}
 	earlyNames   = [numEarlyReasons]string{"max_requests", "max_bytes", "shutdown"}
 	stateNames   = [numStates]string{"decision_cache", "input_hash", "latency_series", "drift_place"}
 )
@@ -71,6 +74,9 @@ type telemetry struct {
 	evictions [numStates]metric.MeasurementOption
 	// pushes and entries are the share results, by success.
 	pushes, entries [2]metric.MeasurementOption
+	// handedOver is by signal, cause and success; takenOver by signal.
+	handedOver [numSignals][numCauses][2]metric.MeasurementOption
+	takenOver  [numSignals]metric.MeasurementOption
 	// buckets is used under the sampler's lock; at most 16^3+2 entries.
 	buckets map[string]metric.MeasurementOption
 }
@@ -95,6 +101,15 @@ func newTelemetry(tb *metadata.TelemetryBuilder, policies []compiledPolicy) *tel
 	for i, name := range names {
 		for o := range numOutcomes {
 			t.decisions[i][o] = metric.WithAttributes(attribute.String("policy", name), attribute.String("outcome", outcomeNames[o]))
+		}
+	}
+	for s := range numSignals {
+		sig := attribute.String("signal", signalNames[s])
+		t.takenOver[s] = metric.WithAttributes(sig)
+		for c := range numCauses {
+			cause := attribute.String("cause", causeNames[c])
+			t.handedOver[s][c] = [2]metric.MeasurementOption{metric.WithAttributes(sig, cause, attribute.String("result", "failed")),
+				metric.WithAttributes(sig, cause, attribute.String("result", "sent"))}
 		}
 	}
 	for r := range numEarlyReasons {
@@ -145,6 +160,16 @@ func (t *telemetry) shareDropped(n int) {
 	if n > 0 {
 		t.tb.ProcessorReqsamplingShareDropped.Add(t.ctx, int64(n))
 	}
+}
+
+// handedOverRecords counts n records forwarded to their owner, sent or not.
+func (t *telemetry) handedOverRecords(s signal, c handoverCause, sent bool, n int) {
+	t.tb.ProcessorReqsamplingHandedOverRecords.Add(t.ctx, int64(n), t.handedOver[s][c][b2i(sent)])
+}
+
+// takenOverRecords counts n records another gateway handed over.
+func (t *telemetry) takenOverRecords(s signal, n int) {
+	t.tb.ProcessorReqsamplingTakenOverRecords.Add(t.ctx, int64(n), t.takenOver[s])
 }
 
 // policyFailed counts a record policy i could not evaluate.

@@ -34,6 +34,7 @@ type TelemetryBuilder struct {
 	ProcessorReqsamplingDecisions           metric.Int64Counter
 	ProcessorReqsamplingEarlyDecisions      metric.Int64Counter
 	ProcessorReqsamplingEvictions           metric.Int64Counter
+	ProcessorReqsamplingHandedOverRecords   metric.Int64Counter
 	ProcessorReqsamplingHotInputFailureRate metric.Float64ObservableGauge
 	ProcessorReqsamplingHotInputs           metric.Int64ObservableGauge
 	ProcessorReqsamplingLateFailures        metric.Int64Counter
@@ -46,6 +47,7 @@ type TelemetryBuilder struct {
 	ProcessorReqsamplingSharePushedBytes    metric.Int64Counter
 	ProcessorReqsamplingSharePushes         metric.Int64Counter
 	ProcessorReqsamplingShareReceived       metric.Int64Counter
+	ProcessorReqsamplingTakenOverRecords    metric.Int64Counter
 	ProcessorReqsamplingThrottled           metric.Int64Counter
 }
 
@@ -194,6 +196,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		metric.WithUnit("{entry}"),
 	)
 	errs = errors.Join(errs, err)
+	builder.ProcessorReqsamplingHandedOverRecords, err = builder.meter.Int64Counter(
+		"otelcol_processor_reqsampling_handed_over_records",
+		metric.WithDescription("Number of records forwarded to the gateway that owns their request (handover), by why and whether it took them; those it did not take are decided here. [Development]"),
+		metric.WithUnit("{record}"),
+	)
+	errs = errors.Join(errs, err)
 	builder.ProcessorReqsamplingHotInputFailureRate, err = builder.meter.Float64ObservableGauge(
 		"otelcol_processor_reqsampling_hot_input_failure_rate",
 		metric.WithDescription("Decayed failure rate of each input_hash hot by its own counts (the 100 with the most failures). [Development]"),
@@ -264,6 +272,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_processor_reqsampling_share_received",
 		metric.WithDescription("Number of entries of learned state received from peer gateways, merged or rejected; a push that is not a message counts as one rejected entry. [Development]"),
 		metric.WithUnit("{entry}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorReqsamplingTakenOverRecords, err = builder.meter.Int64Counter(
+		"otelcol_processor_reqsampling_taken_over_records",
+		metric.WithDescription("Number of records another gateway handed over to this one (handover), taken whatever this gateway's ring says, so that two gateways never pass a request back and forth. [Development]"),
+		metric.WithUnit("{record}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ProcessorReqsamplingThrottled, err = builder.meter.Int64Counter(

@@ -117,6 +117,22 @@ func AssertEqualProcessorReqsamplingEvictions(t *testing.T, tt *componenttest.Te
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
+func AssertEqualProcessorReqsamplingHandedOverRecords(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_processor_reqsampling_handed_over_records",
+		Description: "Number of records forwarded to the gateway that owns their request (handover), by why and whether it took them; those it did not take are decided here. [Development]",
+		Unit:        "{record}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_processor_reqsampling_handed_over_records")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualProcessorReqsamplingHotInputFailureRate(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[float64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_processor_reqsampling_hot_input_failure_rate",
@@ -297,6 +313,22 @@ func AssertEqualProcessorReqsamplingShareReceived(t *testing.T, tt *componenttes
 		},
 	}
 	got, err := tt.GetMetric("otelcol_processor_reqsampling_share_received")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualProcessorReqsamplingTakenOverRecords(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_processor_reqsampling_taken_over_records",
+		Description: "Number of records another gateway handed over to this one (handover), taken whatever this gateway's ring says, so that two gateways never pass a request back and forth. [Development]",
+		Unit:        "{record}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_processor_reqsampling_taken_over_records")
 	require.NoError(t, err)
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }

@@ -42,6 +42,7 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ProcessorReqsamplingDecisions.Add(context.Background(), 1)
 	tb.ProcessorReqsamplingEarlyDecisions.Add(context.Background(), 1)
 	tb.ProcessorReqsamplingEvictions.Add(context.Background(), 1)
+	tb.ProcessorReqsamplingHandedOverRecords.Add(context.Background(), 1)
 	tb.ProcessorReqsamplingLateFailures.Add(context.Background(), 1)
 	tb.ProcessorReqsamplingLateRecords.Add(context.Background(), 1)
 	tb.ProcessorReqsamplingPolicyErrors.Add(context.Background(), 1)
@@ -50,6 +51,7 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ProcessorReqsamplingSharePushedBytes.Add(context.Background(), 1)
 	tb.ProcessorReqsamplingSharePushes.Add(context.Background(), 1)
 	tb.ProcessorReqsamplingShareReceived.Add(context.Background(), 1)
+	tb.ProcessorReqsamplingTakenOverRecords.Add(context.Background(), 1)
 	tb.ProcessorReqsamplingThrottled.Add(context.Background(), 1)
 	AssertEqualProcessorReqsamplingBucketFailures(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
@@ -67,6 +69,9 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorReqsamplingEvictions(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualProcessorReqsamplingHandedOverRecords(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorReqsamplingHotInputFailureRate(t, testTel,
@@ -103,6 +108,9 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorReqsamplingShareReceived(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualProcessorReqsamplingTakenOverRecords(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorReqsamplingThrottled(t, testTel,
