@@ -56,6 +56,12 @@ type handover struct {
 
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn // by member
+
+	// handed counts the records handed over by cause and success, and
+	// taken those taken from other gateways, for the log's account of
+	// them on shutdown (the metrics are gone with the process).
+	handed [numCauses][2]atomic.Int64
+	taken  atomic.Int64
 }
 
 func newHandover(s *sampler) *handover {
@@ -82,6 +88,15 @@ func (h *handover) start(ctx context.Context, host component.Host) error {
 // shutdown stops following the gateways, once the shards handed over what
 // they had to.
 func (h *handover) shutdown(ctx context.Context) error {
+	var failed int64
+	for c := range numCauses {
+		failed += h.handed[c][0].Load()
+	}
+	h.s.logger.Info("Records handed to the gateway that owns their request, over this gateway's run",
+		zap.Int64("sent_on_arrival", h.handed[causeArrival][1].Load()),
+		zap.Int64("sent_on_member_change", h.handed[causeMemberChange][1].Load()),
+		zap.Int64("sent_on_shutdown", h.handed[causeShutdown][1].Load()),
+		zap.Int64("failed", failed), zap.Int64("taken_from_others", h.taken.Load()))
 	err := h.resolver.Shutdown(ctx)
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -87,6 +87,7 @@ var tracesLayout = &layout[ptrace.Traces, ptrace.ResourceSpans, ptrace.ScopeSpan
 func (l *layout[D, R, S, E]) arriving(h *handover, ctx context.Context, data D) D {
 	if l.unmark(data) {
 		h.s.tel.takenOverRecords(l.signal, l.count(data))
+		h.taken.Add(int64(l.count(data)))
 		return data
 	}
 	r := h.ring.Load()
@@ -163,6 +164,7 @@ func (l *layout[D, R, S, E]) send(h *handover, ctx context.Context, owner string
 	}
 	n := l.count(data)
 	h.s.tel.handedOverRecords(l.signal, cause, err == nil, n)
+	h.handed[cause][b2i(err == nil)].Add(int64(n))
 	if err != nil {
 		l.unmark(data)
 		h.s.logger.Warn("Could not hand records over to the gateway that owns their request: they are decided here",

@@ -5,6 +5,7 @@ package e2e
 import (
 	"fmt"
 	"net"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/loom-otel/loom/internal/golden"
 	"github.com/loom-otel/loom/internal/otlpsink"
+	"github.com/loom-otel/loom/internal/ring"
 	"github.com/loom-otel/loom/internal/workload"
 )
 
@@ -50,6 +52,33 @@ type scalingGateway struct {
 	addr           string
 	col            *collector
 	received, kept *otlpsink.Sink
+	// handover is what its reqsampling handed over, read as it stopped.
+	handover handoverFigures
+	stopped  bool
+}
+
+// handoverFigures count the records a gateway handed to the owner of their
+// request, as its log accounts for them (handoverAccount): sent on arrival,
+// on a change of the set and on shutdown; failed (and decided where they
+// were); and taken from other gateways.
+type handoverFigures [5]float64
+
+// handoverAccount is the line a gateway's reqsampling logs as it stops:
+// what it handed over in its run.
+var handoverAccount = regexp.MustCompile(`"sent_on_arrival": (\d+), "sent_on_member_change": (\d+), "sent_on_shutdown": (\d+), "failed": (\d+), "taken_from_others": (\d+)`)
+
+// stop stops g (SIGTERM) and reads from its log what it handed over.
+func (g *scalingGateway) stop() {
+	g.stopped = true
+	g.col.stop()
+	m := handoverAccount.FindStringSubmatch(g.col.log())
+	if m == nil {
+		g.col.t.Errorf("gateway %s logged no account of its hand-over", g.addr)
+		return
+	}
+	for i := range g.handover {
+		g.handover[i], _ = strconv.ParseFloat(m[i+1], 64)
+	}
 }
 
 // gatewaySetChange is one change of the ready gateways during the run: the
@@ -75,13 +104,15 @@ type gatewaySetChange struct {
 // exported by one gateway, or none), overall and for the requests in flight
 // at each change.
 //
-// The gateways do not hand a request over when its owner changes (issue 16):
-// a request in flight at a change is received by two gateways, decided by
-// each, and may arrive in part or from both. So the test asserts only what
-// holds today: every record the agent was sent reaches a gateway, once, and
-// no gateway exports a record twice. The request figures (whole with one
-// decision, failing kept whole; overall, per change and away from changes)
-// are logged for issue 16's goals, not asserted.
+// The gateways hand a request to its owner when the set changes
+// (reqsampling's handover, following the set through the same stand-in
+// API): a request in flight at a change is received from the agent by two
+// gateways, and still decided by one. The test asserts that every record
+// the agent was sent reaches a gateway, once; that no gateway exports a
+// record twice; that the gateways' ring (internal/ring) is the agent's; and
+// that at least 99.9% of the requests are whole with one decision, and none
+// is exported by two gateways or in part (issue 16). Failing requests kept
+// whole and the hand-over's counts are logged.
 func TestGatewaySetChangesMidRun(t *testing.T) {
 	port := freePort(t)
 	api := startEndpointSliceAPI(t, scalingService, scalingNamespace, port)
@@ -93,7 +124,7 @@ func TestGatewaySetChangesMidRun(t *testing.T) {
 	gateways := make([]*scalingGateway, 4)
 	for i := range gateways {
 		g := &scalingGateway{addr: net.JoinHostPort(fmt.Sprintf("127.0.0.%d", 11+i), strconv.Itoa(port)), received: startSink(t), kept: startSink(t)}
-		g.col = startCollector(t, "distribution/gateway.yaml", scalingGatewayConfig(t, g))
+		g.col = startCollector(t, "distribution/gateway.yaml", scalingGatewayConfig(t, g, port))
 		gateways[i] = g
 	}
 	hosts := func(indexes []int) []string {
@@ -133,7 +164,7 @@ func TestGatewaySetChangesMidRun(t *testing.T) {
 			api.setReady(hosts(c.ready)...)
 			var stopping sync.WaitGroup
 			for _, i := range c.stop {
-				stopping.Go(gateways[i].col.stop)
+				stopping.Go(gateways[i].stop)
 			}
 			stopping.Wait()
 		}
@@ -164,7 +195,9 @@ func TestGatewaySetChangesMidRun(t *testing.T) {
 	}
 	agent.stop()
 	for _, g := range gateways {
-		g.col.stop()
+		if !g.stopped {
+			g.stop()
+		}
 	}
 
 	in, exported := received(), recordCopies{}
@@ -183,6 +216,27 @@ func TestGatewaySetChangesMidRun(t *testing.T) {
 	t.Logf("scaling: records lost %d, received twice %d, exported twice %d", lost, in.copies()-in.distinct(), exported.copies()-exported.distinct())
 	for _, c := range changes {
 		t.Logf("scaling: change %s at +%s", c.name, c.at.Sub(started).Round(time.Millisecond))
+	}
+	var handedOver handoverFigures
+	for _, g := range gateways {
+		for i, n := range g.handover {
+			handedOver[i] += n
+		}
+	}
+	t.Logf("scaling: records handed to their owner: %.0f on arrival, %.0f on a change of the set, %.0f on shutdown; %.0f failed and decided where they were; %.0f taken from another gateway",
+		handedOver[0], handedOver[1], handedOver[2], handedOver[3], handedOver[4])
+
+	// The gateways place requests on internal/ring, which must be the
+	// agent's load_balancing ring: every record the agent routed went to its
+	// owner on the ring of one of the sets the agent followed.
+	sets := [][]int{{0, 1, 2}}
+	for _, c := range changes {
+		sets = append(sets, c.ready)
+	}
+	misrouted := routedElsewhere(gateways, sets)
+	t.Logf("scaling: records the agent routed to a gateway that owns them on none of the sets' rings: %d logs, %d spans", misrouted.logs, misrouted.spans)
+	if misrouted.logs+misrouted.spans > 0 {
+		t.Errorf("internal/ring placed %d records elsewhere than contrib's load_balancing exporter", misrouted.logs+misrouted.spans)
 	}
 
 	arrived, kept := requestRecords(gateways, func(g *scalingGateway) *otlpsink.Sink { return g.received }, truths),
@@ -224,6 +278,16 @@ func TestGatewaySetChangesMidRun(t *testing.T) {
 	if dup := exported.copies() - exported.distinct(); dup != 0 {
 		t.Errorf("gateways exported %d records more than once", dup)
 	}
+	// Issue 16's goal, which the hand-over reaches. Failing requests kept
+	// whole (goal 100%) is logged only: the two or so failing requests that
+	// a run misses are exported by no gateway, decided once as healthy (the
+	// failure model's misses, the same without changes), not split.
+	if got := percent(overall.wholeOneDecision, overall.requests); got < 99.9 {
+		t.Errorf("requests whole with one decision %.2f%%, want >= 99.9%%", got)
+	}
+	if overall.exportedByTwo+overall.exportedInPart > 0 {
+		t.Errorf("%d requests exported by two gateways, %d in part", overall.exportedByTwo, overall.exportedInPart)
+	}
 	if overall.failing == 0 {
 		t.Error("the workload produced no failing request")
 	}
@@ -245,7 +309,7 @@ func TestGatewaySetChangesMidRun(t *testing.T) {
 // scalingGatewayConfig is gateway.yaml for gateway g of the scaling test:
 // its OTLP receiver on g's address, its backends replaced by g.kept, a second
 // pipeline that sends g.received what arrives, and reqsampling deciding.
-func scalingGatewayConfig(t *testing.T, g *scalingGateway) func(map[string]any) {
+func scalingGatewayConfig(t *testing.T, g *scalingGateway, port int) func(map[string]any) {
 	return withEdits(onLoopback(t, "file_storage/queues"), func(cfg map[string]any) {
 		mapAt(cfg, "receivers", "otlp", "protocols", "grpc")["endpoint"] = g.addr
 		for _, pipeline := range []string{"logs", "traces"} {
@@ -263,6 +327,11 @@ func scalingGatewayConfig(t *testing.T, g *scalingGateway) func(map[string]any) 
 		sampling := mapAt(cfg, "processors", "reqsampling")
 		sampling["decision_wait"] = scalingDecisionWait.String()
 		sampling["base_percentage"] = 10
+		// The gateways follow the set through the agent's stand-in API
+		// ($KUBECONFIG) and hand requests to their owner.
+		handover := mapAt(sampling, "handover")
+		handover["self"] = g.addr
+		mapAt(handover, "resolver")["k8s"] = map[string]any{"service": scalingService + "." + scalingNamespace, "ports": []any{port}}
 		keepEmptyAnswers(cfg)
 	})
 }
@@ -272,12 +341,13 @@ func scalingGatewayConfig(t *testing.T, g *scalingGateway) func(map[string]any) 
 type recordCopies map[string]int
 
 func (r recordCopies) add(sink *otlpsink.Sink) {
-	for _, td := range sink.Traces() {
+	traces, logs := notHandedOver(sink)
+	for _, td := range traces {
 		forEachSpan(td, func(span ptrace.Span) {
 			r["span "+span.TraceID().String()+span.SpanID().String()]++
 		})
 	}
-	for _, ld := range sink.Logs() {
+	for _, ld := range logs {
 		forEachLog(ld, func(lr plog.LogRecord) {
 			if lr.EventName() == golden.SchemaDriftEvent {
 				return // the agent's, not the workload's
@@ -293,6 +363,80 @@ func (r recordCopies) copies() int {
 	n := 0
 	for _, c := range r {
 		n += c
+	}
+	return n
+}
+
+// handedOverBy is the resource attribute with which a gateway marks the
+// records it hands to the gateway that owns their request (reqsampling's
+// handover); the receiving gateway removes it before any export.
+const handedOverBy = "loom.handed_over_by"
+
+// notHandedOver is what sink got, less what a gateway handed over: a
+// gateway's received sink sees what the agent sent it and what other
+// gateways handed it, and only the first is the agent's routing.
+func notHandedOver(sink *otlpsink.Sink) ([]ptrace.Traces, []plog.Logs) {
+	var traces []ptrace.Traces
+	var logs []plog.Logs
+	for _, received := range sink.Traces() {
+		td := ptrace.NewTraces() // a copy: the sink's are shared
+		received.CopyTo(td)
+		td.ResourceSpans().RemoveIf(func(rs ptrace.ResourceSpans) bool {
+			_, marked := rs.Resource().Attributes().Get(handedOverBy)
+			return marked
+		})
+		traces = append(traces, td)
+	}
+	for _, received := range sink.Logs() {
+		ld := plog.NewLogs()
+		received.CopyTo(ld)
+		ld.ResourceLogs().RemoveIf(func(rl plog.ResourceLogs) bool {
+			_, marked := rl.Resource().Attributes().Get(handedOverBy)
+			return marked
+		})
+		logs = append(logs, ld)
+	}
+	return traces, logs
+}
+
+// routedElsewhere counts the records with a req_id that the agent sent a
+// gateway owning them on the ring of none of sets (gateway indexes).
+func routedElsewhere(gateways []*scalingGateway, sets [][]int) (n struct{ logs, spans int }) {
+	var rings []*ring.Ring
+	for _, set := range sets {
+		var members []string
+		for _, i := range set {
+			members = append(members, gateways[i].addr)
+		}
+		rings = append(rings, ring.New(members))
+	}
+	elsewhere := func(gw int, reqID string) bool {
+		if !golden.UsableReqID(reqID) {
+			return false
+		}
+		for _, r := range rings {
+			if r.Owner(ring.AttributeKey(golden.ReqID, reqID)) == gateways[gw].addr {
+				return false
+			}
+		}
+		return true
+	}
+	for gw, g := range gateways {
+		traces, logs := notHandedOver(g.received)
+		for _, td := range traces {
+			forEachSpan(td, func(span ptrace.Span) {
+				if elsewhere(gw, strAttr(span.Attributes(), golden.ReqID)) {
+					n.spans++
+				}
+			})
+		}
+		for _, ld := range logs {
+			forEachLog(ld, func(lr plog.LogRecord) {
+				if elsewhere(gw, strAttr(lr.Attributes(), golden.ReqID)) {
+					n.logs++
+				}
+			})
+		}
 	}
 	return n
 }
@@ -317,11 +461,11 @@ func requestRecords(gateways []*scalingGateway, sinkOf func(*scalingGateway) *ot
 		}
 	}
 	for gw, g := range gateways {
-		sink := sinkOf(g)
-		for _, td := range sink.Traces() {
+		traces, logs := notHandedOver(sinkOf(g))
+		for _, td := range traces {
 			forEachSpan(td, func(span ptrace.Span) { count(gw, strAttr(span.Attributes(), golden.ReqID)) })
 		}
-		for _, ld := range sink.Logs() {
+		for _, ld := range logs {
 			forEachLog(ld, func(lr plog.LogRecord) {
 				if lr.EventName() == golden.SchemaDriftEvent {
 					return
