@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -186,10 +187,8 @@ func TestDefaultsMakeTheTwoTiers(t *testing.T) {
 		if got := stringList(at(lb, "resolver", "k8s", "ports")); !slices.Equal(got, []string{fmt.Sprint(otlp.ContainerPort)}) {
 			t.Errorf("the resolver sends to ports %v, the gateways listen on %d", got, otlp.ContainerPort)
 		}
-		role, ok := objs.roles["loom-agent"]
-		if !ok || len(role.Rules) != 1 || !slices.Equal(role.Rules[0].Resources, []string{"endpointslices"}) ||
-			!slices.Contains(role.Rules[0].Verbs, "watch") || !slices.Contains(role.Rules[0].Verbs, "list") {
-			t.Errorf("the agents' Role does not let the resolver list and watch EndpointSlices: %+v", role)
+		if !watchesEndpointSlicesOnly(objs.roles["loom-agent"]) {
+			t.Errorf("the agents' Role does not let the resolver list and watch EndpointSlices, and only that: %+v", objs.roles["loom-agent"])
 		}
 		if !*agent.pod.Spec.AutomountServiceAccountToken {
 			t.Error("the k8s resolver needs the service account token")
@@ -292,10 +291,33 @@ func TestDefaultsMakeTheTwoTiers(t *testing.T) {
 		if sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
 			t.Errorf("the gateway should run as non-root on a read-only root filesystem: %+v", sc)
 		}
-		if *gateway.pod.Spec.AutomountServiceAccountToken {
-			t.Error("the gateway talks to no API server and should not mount a token")
+	})
+
+	t.Run("gateway hands requests over", func(t *testing.T) {
+		handover := at(gateway.config, "processors", "reqsampling", "handover")
+		headless := objs.services[objs.statefulSets["loom-gateway"].Spec.ServiceName]
+		otlp, _ := gateway.port("otlp")
+		if from := gateway.envFrom("K8S_POD_IP"); from == nil || from.FieldRef == nil || from.FieldRef.FieldPath != "status.podIP" {
+			t.Error("K8S_POD_IP does not come from status.podIP")
+		}
+		if self := gateway.resolved(fmt.Sprint(at(handover, "self"))); self != fmt.Sprintf("$(K8S_POD_IP):%d", otlp.ContainerPort) {
+			t.Errorf("handover::self is %q, want the pod's IP and OTLP port, as the agents' resolver names it", self)
+		}
+		if service := gateway.resolved(fmt.Sprint(at(handover, "resolver", "k8s", "service"))); service != headless.Name+"."+headless.Namespace {
+			t.Errorf("the hand-over follows %q, not the headless Service the agents follow", service)
+		}
+		if !watchesEndpointSlicesOnly(objs.roles["loom-gateway"]) || !*gateway.pod.Spec.AutomountServiceAccountToken {
+			t.Errorf("the hand-over's resolver needs a Role on EndpointSlices, and only that, and the token: %+v", objs.roles["loom-gateway"])
 		}
 	})
+}
+
+// watchesEndpointSlicesOnly says whether role lets a k8s resolver list and
+// watch EndpointSlices, and nothing else.
+func watchesEndpointSlicesOnly(role *rbacv1.Role) bool {
+	return role != nil && len(role.Rules) == 1 && slices.Equal(role.Rules[0].Resources, []string{"endpointslices"}) &&
+		slices.Contains(role.Rules[0].Verbs, "watch") && slices.Contains(role.Rules[0].Verbs, "list") &&
+		!slices.ContainsFunc(role.Rules[0].Verbs, func(v string) bool { return v != "get" && v != "list" && v != "watch" })
 }
 
 // TestSecureExampleWiresTLSAndToken checks examples/secure.yaml: the files
@@ -398,8 +420,8 @@ func TestEmbeddedGraphExampleKeepsTheGraphOnTheVolume(t *testing.T) {
 	if at(resolver, "k8s") != nil || agent.resolved(at(resolver, "dns", "hostname")) != "loom-gateway-headless.observability.svc" {
 		t.Errorf("the agents do not resolve the headless Service by DNS: %v", resolver)
 	}
-	if len(objs.roles) != 0 || *agent.pod.Spec.AutomountServiceAccountToken {
-		t.Error("the dns resolver needs no Role and no API token")
+	if _, ok := objs.roles["loom-agent"]; ok || *agent.pod.Spec.AutomountServiceAccountToken {
+		t.Error("the agents' dns resolver needs no Role and no API token")
 	}
 }
 

@@ -167,6 +167,20 @@ processors:
   reqsampling:
     base_percentage: {{ $v.sampling.basePercentage }}
     decision_wait: {{ $v.sampling.decisionWait }}
+    {{- if $v.gateway.tls.enabled }}
+    # A replica hands requests to another as the agents send them: over TLS,
+    # with the agents' token.
+    handover:
+      client:
+        tls:
+          insecure: false
+          ca_file: /etc/loom/tls/ca.crt
+          server_name_override: {{ include "loom.gatewayServerName" .root }}
+        {{- if $v.gateway.auth.enabled }}
+        auth:
+          authenticator: bearertokenauth/agents
+        {{- end }}
+    {{- end }}
 exporters:
   {{- if $v.backends.loki.enabled }}
   loki:
