@@ -18,6 +18,7 @@ import (
 	"github.com/loom-otel/loom/internal/golden"
 	"github.com/loom-otel/loom/internal/otlpsink"
 	"github.com/loom-otel/loom/internal/ring"
+	"github.com/loom-otel/loom/internal/ring/ringtest"
 	"github.com/loom-otel/loom/internal/workload"
 )
 
@@ -96,7 +97,7 @@ type gatewaySetChange struct {
 // replicas of the shipped gateway config, all on loopback, and changes the
 // set of gateways mid-run, 3 -> 4 -> 2, while the workload generator sends at
 // a steady rate. The agent follows the set through contrib's k8s resolver
-// reading a stand-in of the Kubernetes API (endpointSliceAPI): the chart's
+// reading a stand-in of the Kubernetes API (ringtest.EndpointSliceAPI): the chart's
 // dns resolver cannot be pointed at a test's DNS server, and both resolvers
 // hand their list to the same ring at run time. Each gateway samples (failing
 // requests kept, 10% of healthy ones), and the test scores, against the
@@ -115,8 +116,8 @@ type gatewaySetChange struct {
 // whole and the hand-over's counts are logged.
 func TestGatewaySetChangesMidRun(t *testing.T) {
 	port := freePort(t)
-	api := startEndpointSliceAPI(t, scalingService, scalingNamespace, port)
-	t.Setenv("KUBECONFIG", api.kubeconfig(t))
+	api := ringtest.StartEndpointSliceAPI(t, scalingService, scalingNamespace, port)
+	t.Setenv("KUBECONFIG", api.Kubeconfig(t))
 
 	// Each gateway listens on its own loopback address and the one port the
 	// Service names, as the pods of a StatefulSet do. The fourth is ready
@@ -135,7 +136,7 @@ func TestGatewaySetChangesMidRun(t *testing.T) {
 		}
 		return out
 	}
-	api.setReady(hosts([]int{0, 1, 2})...)
+	api.SetReady(hosts([]int{0, 1, 2})...)
 	agent := startCollector(t, "distribution/agent.yaml", withEdits(onLoopback(t, "file_storage/agent"), func(cfg map[string]any) {
 		exporters := mapAt(cfg, "exporters")
 		loadBalancing := mapAt(exporters, "load_balancing")
@@ -161,7 +162,7 @@ func TestGatewaySetChangesMidRun(t *testing.T) {
 		for _, c := range changes {
 			time.Sleep(time.Until(started.Add(c.after)))
 			c.at = time.Now()
-			api.setReady(hosts(c.ready)...)
+			api.SetReady(hosts(c.ready)...)
 			var stopping sync.WaitGroup
 			for _, i := range c.stop {
 				stopping.Go(gateways[i].stop)

@@ -1,6 +1,7 @@
-//go:build e2e
-
-package e2e
+// Package ringtest is a stand-in of the part of the Kubernetes API that the
+// k8s resolvers read, for tests: contrib's load_balancing exporter in the
+// agents, and the gateways' hand-over (internal/ring.EndpointSlices).
+package ringtest
 
 import (
 	"encoding/json"
@@ -15,13 +16,13 @@ import (
 	"time"
 )
 
-// endpointSliceAPI is the part of a Kubernetes API server that contrib's
-// load_balancing exporter reads with its k8s resolver: the EndpointSlices of
-// one Service, listed and watched. The test changes the Service's ready
-// addresses as a StatefulSet scaled up or down changes them, and the agent's
-// ring follows at run time, as it follows the chart's headless Service
-// through the dns resolver (both hand the resolver's list to the same ring).
-type endpointSliceAPI struct {
+// EndpointSliceAPI is the part of a Kubernetes API server that the k8s
+// resolvers read: the EndpointSlices of one Service, listed and watched. A
+// test changes the Service's ready addresses as a StatefulSet scaled up or
+// down changes them, and the resolvers follow at run time (the agents'
+// ring as it follows the chart's headless Service through the dns resolver
+// too: both hand the resolver's list to the same ring).
+type EndpointSliceAPI struct {
 	server      *httptest.Server
 	service, ns string
 	port        int
@@ -32,9 +33,11 @@ type endpointSliceAPI struct {
 	closing     chan struct{}
 }
 
-func startEndpointSliceAPI(t *testing.T, service, namespace string, port int) *endpointSliceAPI {
+// StartEndpointSliceAPI serves the EndpointSlices of service in namespace,
+// with port as their port and no ready address yet, until the test ends.
+func StartEndpointSliceAPI(t testing.TB, service, namespace string, port int) *EndpointSliceAPI {
 	t.Helper()
-	api := &endpointSliceAPI{service: service, ns: namespace, port: port, version: 1, changed: make(chan struct{}), closing: make(chan struct{})}
+	api := &EndpointSliceAPI{service: service, ns: namespace, port: port, version: 1, changed: make(chan struct{}), closing: make(chan struct{})}
 	api.server = httptest.NewServer(http.HandlerFunc(api.serve))
 	t.Cleanup(func() {
 		close(api.closing) // ends the open watches, which Close waits for
@@ -43,9 +46,9 @@ func startEndpointSliceAPI(t *testing.T, service, namespace string, port int) *e
 	return api
 }
 
-// kubeconfig writes a kubeconfig naming this server, for $KUBECONFIG of the
+// Kubeconfig writes a kubeconfig naming this server, for $KUBECONFIG of the
 // processes whose resolver reads it.
-func (api *endpointSliceAPI) kubeconfig(t *testing.T) string {
+func (api *EndpointSliceAPI) Kubeconfig(t testing.TB) string {
 	t.Helper()
 	cfg := map[string]any{
 		"apiVersion":      "v1",
@@ -66,8 +69,8 @@ func (api *endpointSliceAPI) kubeconfig(t *testing.T) string {
 	return path
 }
 
-// setReady makes addresses the Service's ready endpoints.
-func (api *endpointSliceAPI) setReady(addresses ...string) {
+// SetReady makes addresses the Service's ready endpoints.
+func (api *EndpointSliceAPI) SetReady(addresses ...string) {
 	api.mu.Lock()
 	defer api.mu.Unlock()
 	api.version++
@@ -77,7 +80,7 @@ func (api *endpointSliceAPI) setReady(addresses ...string) {
 }
 
 // slice is the Service's one EndpointSlice as it is now; api.mu must be held.
-func (api *endpointSliceAPI) slice() map[string]any {
+func (api *EndpointSliceAPI) slice() map[string]any {
 	endpoints := make([]any, 0, len(api.addresses))
 	for _, addr := range api.addresses {
 		endpoints = append(endpoints, map[string]any{"addresses": []any{addr}, "conditions": map[string]any{"ready": true}})
@@ -95,7 +98,7 @@ func (api *endpointSliceAPI) slice() map[string]any {
 	}
 }
 
-func (api *endpointSliceAPI) serve(w http.ResponseWriter, r *http.Request) {
+func (api *EndpointSliceAPI) serve(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path != fmt.Sprintf("/apis/discovery.k8s.io/v1/namespaces/%s/endpointslices", api.ns) {
 		http.NotFound(w, r)
 		return
@@ -119,7 +122,7 @@ func (api *endpointSliceAPI) serve(w http.ResponseWriter, r *http.Request) {
 // watch streams the slice's changes after the version the client has. A
 // client that asks for the initial events (client-go's watch-list) gets the
 // slice and the bookmark that ends them.
-func (api *endpointSliceAPI) watch(w http.ResponseWriter, r *http.Request) {
+func (api *EndpointSliceAPI) watch(w http.ResponseWriter, r *http.Request) {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
 		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
