@@ -111,18 +111,29 @@ func (l *layout[D, R, S, E]) unmark(data D) bool {
 
 // divert copies the records that ownerOf gives an owner to a D per owner,
 // with their resource and scope, visiting them in scan order; with remove,
-// it takes them out of data.
+// it takes them out of data. Without, it only reads data: the shards that
+// own a batch's requests copy theirs out of it at the same time.
 func (l *layout[D, R, S, E]) divert(data D, ownerOf func(i int, attrs pcommon.Map) string, remove bool) map[string]D {
 	out := map[string]D{}
+	var diverted []bool // by scan index, with remove
 	i := 0
-	l.resources(data).RemoveIf(func(res R) bool {
-		l.scopes(res).RemoveIf(func(scope S) bool {
+	resources := l.resources(data)
+	for ri := range resources.Len() {
+		res := resources.At(ri)
+		scopes := l.scopes(res)
+		for si := range scopes.Len() {
+			scope := scopes.At(si)
+			records := l.records(scope)
 			to := map[string]pdataSlice[E]{} // by owner, for this scope
-			l.records(scope).RemoveIf(func(rec E) bool {
+			for ei := range records.Len() {
+				rec := records.At(ei)
+				owner := ownerOf(i, rec.Attributes())
 				i++
-				owner := ownerOf(i-1, rec.Attributes())
+				if remove {
+					diverted = append(diverted, owner != "")
+				}
 				if owner == "" {
-					return false
+					continue
 				}
 				dst, ok := to[owner]
 				if !ok {
@@ -139,12 +150,22 @@ func (l *layout[D, R, S, E]) divert(data D, ownerOf func(i int, attrs pcommon.Ma
 					to[owner] = dst
 				}
 				rec.CopyTo(dst.AppendEmpty())
-				return remove
+			}
+		}
+	}
+	if remove && len(out) > 0 {
+		i = 0
+		resources.RemoveIf(func(res R) bool {
+			l.scopes(res).RemoveIf(func(scope S) bool {
+				l.records(scope).RemoveIf(func(E) bool {
+					i++
+					return diverted[i-1]
+				})
+				return l.records(scope).Len() == 0
 			})
-			return l.records(scope).Len() == 0
+			return l.scopes(res).Len() == 0
 		})
-		return l.scopes(res).Len() == 0
-	})
+	}
 	return out
 }
 
