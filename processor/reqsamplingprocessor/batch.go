@@ -74,14 +74,14 @@ func (f *facts) merge(o *facts) {
 	}
 }
 
-// duration is the entry span's, or the time covered by all spans when no
-// entry span arrived.
 // mayShowFailure: a policy matched one of the records, or they hold spans
 // whose duration a request policy may judge.
 func (f *facts) mayShowFailure() bool {
 	return f.hits != 0 || f.findings != nil || f.end != 0
 }
 
+// duration is the entry span's, or the time covered by all spans when no
+// entry span arrived.
 func (f *facts) duration() (entry string, d int64) {
 	if f.entry.start != 0 {
 		return f.entry.service + "/" + f.entry.stage, int64(f.entry.end) - int64(f.entry.start)
