@@ -28,7 +28,7 @@ func TestRCAPageInABrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err) // `make test-deps` installs Debian's chromium
 	}
-	col := startCollector(t, "distribution/config.yaml", withEdits())
+	col := startCollector(t, "distribution/config.yaml", withHealthyBaseline)
 	_, truths := sendWorkload(t, col, workload.GRPC, workload.Config{
 		Scenarios: []workload.Scenario{workload.S1, workload.S2, workload.S3}, Affected: 0.2, Requests: 600, Seed: 9,
 	})
@@ -37,10 +37,8 @@ func TestRCAPageInABrowser(t *testing.T) {
 		failed[tr.ReqID] = tr.Failed
 	}
 	base := "http://" + col.endpoints["extensions.rca.endpoint"]
-	// Sampling keeps a failing request at once and a healthy one only
-	// decision_wait later: ranked before the decisions, healthy requests are
-	// missing and any value the early failing ones share looks like a cause.
-	rankAfterDecisions(t, base, 20)
+	// The page is read once: the healthy requests must be in the graph.
+	rankAfterDecisions(t, col, 20)
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(browser), chromedp.NoSandbox, chromedp.WindowSize(1400, 1000))
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)

@@ -247,8 +247,7 @@ type exampleRun struct {
 	emitted  map[string]int
 	exported map[string]*exportedRequest
 	sink     *otlpsink.Sink
-	// rca is the base URL of the collector's root-cause page.
-	rca string
+	col      *collector
 }
 
 // runExample drives the example service, with the canary failing, through
@@ -276,8 +275,7 @@ func runExample(t *testing.T) exampleRun {
 		t.Fatalf("the service could not export to the collector:\n%s", svc.out)
 	}
 	waitQuiet(sink, 5*time.Second)
-	return exampleRun{requests: requests, emitted: emittedLogs(t, svc.stdout.String()), exported: exportedByReqID(sink), sink: sink,
-		rca: "http://" + col.endpoints["extensions.rca.endpoint"]}
+	return exampleRun{requests: requests, emitted: emittedLogs(t, svc.stdout.String()), exported: exportedByReqID(sink), sink: sink, col: col}
 }
 
 func spanNames(spans []ptrace.Span) []string {
@@ -356,7 +354,7 @@ func TestExampleServiceThroughTheCollector(t *testing.T) {
 		}
 	}
 	// The page names the injected cause: the canary version, first.
-	ranking := rankAfterDecisions(t, run.rca, failing)
+	ranking := rankAfterDecisions(t, run.col, failing)
 	if rank := ranking.rankOf(golden.ModelVer, canaryVersion); rank != 1 {
 		t.Errorf("the root-cause ranking puts model_ver=%s at %d, want 1:%s", canaryVersion, rank, ranking)
 	}

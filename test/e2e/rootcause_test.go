@@ -75,17 +75,21 @@ func (r *rootCauses) String() string {
 	return b.String()
 }
 
-// rankAfterDecisions waits until the page counts at least want failing
-// requests (sampling decides a request decision_wait after its last record)
-// and the ranking stops changing (the last records of the decided requests
-// written), then returns it.
-func rankAfterDecisions(t *testing.T, base string, want int) *rootCauses {
+// rankAfterDecisions waits until col holds no record on its way to the
+// graph (sampling decides a healthy request only decision_wait after its
+// last record, and a slow graph writer lags further) and the page counts at
+// least want failing requests, then returns the ranking once two reads
+// agree. Ranked before the healthy requests are written, any value the
+// failing ones share looks like a cause, or none does.
+func rankAfterDecisions(t *testing.T, col *collector, want int) *rootCauses {
 	t.Helper()
+	waitDrained(t, col, 2*time.Minute)
+	base := "http://" + col.endpoints["extensions.rca.endpoint"]
 	var last *rootCauses
 	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(3 * time.Second) {
 		var r rootCauses // fresh: decoding into a used one would merge the maps of its candidates
 		getJSON(t, base+"/api/rootcause", &r)
-		settled := last != nil && r.Failing == last.Failing && r.String() == last.String()
+		settled := last != nil && r.Failing == last.Failing && r.Total == last.Total && r.String() == last.String()
 		if (r.Failing >= want && settled) || time.Now().After(deadline) {
 			return &r
 		}
@@ -93,8 +97,34 @@ func rankAfterDecisions(t *testing.T, base string, want int) *rootCauses {
 	}
 }
 
+// waitDrained waits until col holds nothing that has yet to reach its
+// exporters: no request waiting for a sampling decision, no record held for
+// a binding, every exporter queue empty, and the records sent unchanged
+// between two scrapes (one in flight would still change them).
+func waitDrained(t *testing.T, col *collector, timeout time.Duration) {
+	t.Helper()
+	last := -1.0
+	for deadline := time.Now().Add(timeout); ; time.Sleep(2 * time.Second) {
+		pending := scrapeCounter(t, col, "otelcol_processor_reqsampling_pending_requests")
+		held := scrapeCounter(t, col, "otelcol_processor_reqidstitch_records_held") -
+			scrapeCounter(t, col, "otelcol_processor_reqidstitch_hold_released") -
+			scrapeCounter(t, col, "otelcol_processor_reqidstitch_hold_dropped")
+		queued := scrapeCounter(t, col, "otelcol_exporter_queue_size")
+		sent := scrapeCounter(t, col, "otelcol_exporter_sent_log_records") + scrapeCounter(t, col, "otelcol_exporter_sent_spans")
+		if pending == 0 && held <= 0 && queued == 0 && sent == last {
+			t.Logf("drained: %v records sent", sent)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v the collector still holds records: %v requests undecided, %v records held, %v queued\ncollector log:\n%s",
+				timeout, pending, held, queued, col.log())
+		}
+		last = sent
+	}
+}
+
 // TestRCARankingNamesTheGroundTruth runs the built collector's default
-// config on each of loomgen's scenarios alone and all three mixed, and on
+// config (with a healthy baseline its traffic can fill) on each of loomgen's scenarios alone and all three mixed, and on
 // four of the foundry family's incidents (other services, other attribute
 // names) alone and mixed: the ranking must put each scenario's ground truth
 // first alone, and among the first three (or as many as there are causes)
@@ -137,7 +167,7 @@ func TestRCARankingNamesTheGroundTruth(t *testing.T) {
 	}
 	for _, rc := range runs {
 		t.Run(rc.name, func(t *testing.T) {
-			col := startCollector(t, "distribution/config.yaml", withEdits())
+			col := startCollector(t, "distribution/config.yaml", withHealthyBaseline)
 			assertRanks(t, rc.name, col, rc.send(t, col), rc.first)
 		})
 	}
@@ -157,8 +187,7 @@ func assertRanks(t *testing.T, name string, col *collector, truths []workload.Tr
 			failed++
 		}
 	}
-	base := "http://" + col.endpoints["extensions.rca.endpoint"]
-	ranking := rankAfterDecisions(t, base, failed*8/10)
+	ranking := rankAfterDecisions(t, col, failed*8/10)
 	for cause, n := range causes {
 		rank := ranking.rankOf(cause[0], cause[1])
 		t.Logf("%s: ground truth %s=%s (%d failing requests) ranks %d of %d", name, cause[0], cause[1], n, rank, len(ranking.Candidates))
@@ -180,12 +209,12 @@ func assertRanks(t *testing.T, name string, col *collector, truths []workload.Tr
 func TestRCAOnNeo4j(t *testing.T) {
 	neo := neo4jtest.Shared(t)
 	neo.Clear(t)
-	col := startCollector(t, "distribution/config.yaml", func(cfg map[string]any) {
+	col := startCollector(t, "distribution/config.yaml", withEdits(withHealthyBaseline, func(cfg map[string]any) {
 		mapAt(cfg, "exporters")["eventgraph"] = map[string]any{
 			"backend": "neo4j",
 			"neo4j":   map[string]any{"uri": neo.URI, "username": neo4jtest.Username, "password": neo.Password},
 		}
-	})
+	}))
 	_, truths := sendWorkload(t, col, workload.GRPC, workload.Config{
 		Scenarios: []workload.Scenario{workload.S1, workload.S2, workload.S3}, Affected: 0.15, Requests: 1500, Seed: 11,
 	})
