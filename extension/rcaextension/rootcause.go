@@ -27,6 +27,9 @@ const (
 	maxRootCauses      = 10
 	maxExamples        = 5
 	maxReasonEvidence  = 3
+	// thinBaseline: with fewer healthy requests kept than this, a window's
+	// ranking turns on which ones sampling happened to keep.
+	thinBaseline = 30
 	// InputHashPrefixDim names the input family dimension: the first digits
 	// of input_hash.
 	InputHashPrefixDim = "input_hash.prefix"
@@ -38,8 +41,11 @@ type rootCauseView struct {
 	Window windowView `json:"window"`
 	// Failing counts the failing requests; Total estimates all requests,
 	// each kept request counted for the requests sampling let it stand for.
-	Failing    int             `json:"failing"`
-	Total      int             `json:"total"`
+	Failing int `json:"failing"`
+	Total   int `json:"total"`
+	// Healthy counts the healthy requests kept: the baseline the failing
+	// ones are compared with, whatever number of requests it stands for.
+	Healthy    int             `json:"healthy"`
 	Candidates []candidateView `json:"candidates"`
 	// Dimensions are the ones ranked; Symptoms the attributes left out, or
 	// some of whose values were, as how failures show rather than why: the
@@ -50,6 +56,13 @@ type rootCauseView struct {
 	// Truncated: the window held more than root_cause::max_events events;
 	// the ranking read the first of them.
 	Truncated bool `json:"truncated"`
+}
+
+// ThinBaseline: the window's healthy requests are a sample too small for
+// the ranking to tell a cause from chance (kept ones that stand only for
+// themselves are no sample).
+func (v *rootCauseView) ThinBaseline() bool {
+	return v.Failing > 0 && v.Healthy < thinBaseline && v.Total-v.Failing > v.Healthy
 }
 
 type candidateView struct {
@@ -215,6 +228,8 @@ func rankRootCauses(events []eventgraph.DimensionEvent, cfg *RootCauseConfig) (*
 		total += q.weight
 		if q.failed {
 			failing++
+		} else {
+			v.Healthy++
 		}
 	}
 	v.Failing, v.Total = int(failing), int(math.Round(total))

@@ -1,6 +1,7 @@
 package rcaextension
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -179,6 +181,23 @@ func TestRankASmallWindowWithIdentifiers(t *testing.T) {
 	assert.Equal(t, map[string]string{golden.ModelVer: "chat-13b-r9"}, v.Candidates[0].Dimensions)
 }
 
+// A window whose healthy requests sampling kept one in fifty, a handful
+// each standing for fifty, says its baseline is thin; the same requests all
+// kept do not.
+func TestRankSaysWhenItsBaselineIsThin(t *testing.T) {
+	for _, keepOneIn := range []int{50, 1} {
+		events, failing := incident{cause: map[string]string{"adapter": "code-v1"}, failRate: 0.9, requests: 200, keepOneIn: keepOneIn, seed: 5}.events()
+		v, err := rankRootCauses(events, defaultRootCause())
+		require.NoError(t, err)
+		require.Equal(t, failing, v.Failing)
+		assert.Equal(t, keepOneIn > 1, v.ThinBaseline(), "%d healthy kept of about %d", v.Healthy, v.Total-v.Failing)
+		var page bytes.Buffer
+		require.NoError(t, pages.ExecuteTemplate(&page, "rootcause.html", v))
+		assert.Equal(t, keepOneIn > 1, strings.Contains(page.String(), `id="thin-baseline"`))
+		assert.Contains(t, page.String(), fmt.Sprintf("the %d healthy ones kept", v.Healthy))
+	}
+}
+
 // Calls that failed before an answer named the model's version carry only
 // the model asked for, its family: that is how they failed, not why.
 func TestRankLeavesAFamilyOutOfTheCauses(t *testing.T) {
@@ -269,6 +288,8 @@ func TestAPIRootCause(t *testing.T) {
 	status, _, body = get(t, srv, "/rootcause?"+window)
 	require.Equal(t, http.StatusOK, status)
 	assert.Contains(t, body, `adapter=code-v1`)
+	assert.Greater(t, v.Healthy, thinBaseline)
+	assert.NotContains(t, body, `id="thin-baseline"`)
 	status, _, body = get(t, srv, "/?"+window)
 	require.Equal(t, http.StatusOK, status)
 	assert.Contains(t, body, `id="ranking-pending"`, "the overview ranks the window in the background")
