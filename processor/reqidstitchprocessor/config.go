@@ -58,8 +58,12 @@ type GPUAttributionConfig struct {
 	Enabled bool `mapstructure:"enabled"`
 	// Condition is the OTTL log condition that selects GPU events.
 	Condition string `mapstructure:"condition"`
-	// MaxProcesses bounds the (host, pid) table; SpansPerProcess bounds the recent
-	// spans each process remembers.
+	// Wait is how long a GPU event waits for the span that covers it, and how
+	// long a span waits for its GPU events: at least the SDKs' batch delay
+	// (OTEL_BSP_SCHEDULE_DELAY, 5s by default) plus a span's duration.
+	Wait time.Duration `mapstructure:"wait"`
+	// MaxProcesses bounds the (host, pid) table; SpansPerProcess bounds the
+	// spans of one wait each process remembers.
 	MaxProcesses    int `mapstructure:"max_processes"`
 	SpansPerProcess int `mapstructure:"spans_per_process"`
 	_               struct{}
@@ -113,6 +117,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("hold::max_records (%d) and hold::max_bytes (%d): want both positive when hold::duration is set", c.Hold.MaxRecords, c.Hold.MaxBytes))
 	}
 	if c.GPUAttribution.Enabled {
+		if c.GPUAttribution.Wait <= 0 {
+			errs = append(errs, fmt.Errorf("gpu_attribution::wait (%v): want a positive duration, e.g. 10s, or set gpu_attribution::enabled: false", c.GPUAttribution.Wait))
+		}
 		if c.GPUAttribution.MaxProcesses < 1 || c.GPUAttribution.SpansPerProcess < 1 {
 			errs = append(errs, fmt.Errorf("gpu_attribution::max_processes (%d) and gpu_attribution::spans_per_process (%d): want both positive, or set gpu_attribution::enabled: false",
 				c.GPUAttribution.MaxProcesses, c.GPUAttribution.SpansPerProcess))

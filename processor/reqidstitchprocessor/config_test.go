@@ -37,7 +37,7 @@ func TestLoadConfig(t *testing.T) {
 	agent.LinkDetached = false
 	agent.GPUAttribution = GPUAttributionConfig{
 		Enabled: true, Condition: `resource.attributes["service.name"] == "gpu-receiver"`,
-		MaxProcesses: 256, SpansPerProcess: 64,
+		Wait: 8 * time.Second, MaxProcesses: 256, SpansPerProcess: 64,
 	}
 	agent.MaxRuleKeys = 1000
 	agent.Rules = []RuleConfig{{
@@ -91,6 +91,7 @@ func TestValidate(t *testing.T) {
 			c.GPUAttribution = GPUAttributionConfig{Enabled: false}
 		}},
 		"gpu bounds": {change: func(c *Config) { c.GPUAttribution.SpansPerProcess = 0 }, want: "gpu_attribution::spans_per_process (0)"},
+		"gpu wait":   {change: func(c *Config) { c.GPUAttribution.Wait = 0 }, want: "gpu_attribution::wait (0s): want a positive duration"},
 		"rule keys":  {change: func(c *Config) { c.MaxRuleKeys = 0 }, want: "max_rule_keys: 0"},
 		"no rules need no keys": {change: func(c *Config) {
 			c.Rules, c.MaxRuleKeys = nil, 0

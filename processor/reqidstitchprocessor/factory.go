@@ -49,8 +49,9 @@ func createDefaultConfig() component.Config {
 		GPUAttribution: GPUAttributionConfig{
 			Enabled:         true,
 			Condition:       `instrumentation_scope.name == ` + strconv.Quote(golden.GPUEventScope),
+			Wait:            10 * time.Second,
 			MaxProcesses:    1024,
-			SpansPerProcess: 128,
+			SpansPerProcess: 4096,
 		},
 		Rules:       defaultRules(),
 		MaxRuleKeys: 10_000,

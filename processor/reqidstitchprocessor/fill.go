@@ -2,6 +2,7 @@ package reqidstitchprocessor // import "github.com/loom-otel/loom/processor/reqi
 
 import (
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
@@ -11,11 +12,25 @@ import (
 	"github.com/loom-otel/loom/internal/golden"
 )
 
+// waitFor is what a record that cannot be bound yet waits for.
+type waitFor uint8
+
+const (
+	noWait waitFor = iota
+	// waitBinding: a record of the request that binds it (hold::duration).
+	waitBinding
+	// waitGPUSpan: a GPU event waits for the span that covers it, which its
+	// SDK exports only once it ends and its batch is due
+	// (gpu_attribution::wait).
+	waitGPUSpan
+)
+
 // stitchLogs stitches a batch of log records in place. A record that waits for
-// a binding is offered to hold (nil: no hold) as a batch of its own and, when
+// a binding is offered to hold (nil: no hold) as a batch of its own, with how
+// long it may wait (0: the hold's own duration), and, when
 // taken, removed from ld; the others meet the causal rules on their way out
 // (ruleLogs). Each record takes only the mutex of its request's shard.
-func (s *stitcher) stitchLogs(ld plog.Logs, p *pass, hold func(plog.Logs) bool, ev *eventIDs) {
+func (s *stitcher) stitchLogs(ld plog.Logs, p *pass, hold func(plog.Logs, time.Duration) bool, ev *eventIDs) {
 	rls := ld.ResourceLogs()
 	for i := 0; i < rls.Len(); i++ {
 		rl := rls.At(i)
@@ -25,7 +40,7 @@ func (s *stitcher) stitchLogs(ld plog.Logs, p *pass, hold func(plog.Logs) bool, 
 			sl := sls.At(j)
 			sl.LogRecords().RemoveIf(func(lr plog.LogRecord) bool {
 				event := ev.next()
-				if s.stitchLog(o, rl, sl, lr, p) && hold != nil && hold(parkLog(rl, sl, lr)) {
+				if wait := s.stitchLog(o, rl, sl, lr, p); wait != noWait && hold != nil && hold(parkLog(rl, sl, lr), s.waitOf(wait)) {
 					s.rules.applyLog(rl, sl, lr, event, causeOnly)
 					return true
 				}
@@ -120,9 +135,9 @@ func logEventID(rl plog.ResourceLogs, sl plog.ScopeLogs, lr plog.LogRecord) gold
 	})
 }
 
-// stitchLog binds and fills one log record; it reports whether the record
-// waits for a binding the index does not have yet.
-func (s *stitcher) stitchLog(o origin, rl plog.ResourceLogs, sl plog.ScopeLogs, lr plog.LogRecord, p *pass) bool {
+// stitchLog binds and fills one log record; it reports what the record
+// waits for when the index cannot bind it yet.
+func (s *stitcher) stitchLog(o origin, rl plog.ResourceLogs, sl plog.ScopeLogs, lr plog.LogRecord, p *pass) waitFor {
 	r, sh, wait := s.bindLog(o, rl, sl, lr, p)
 	if r == nil {
 		return wait
@@ -131,49 +146,57 @@ func (s *stitcher) stitchLog(o origin, rl plog.ResourceLogs, sl plog.ScopeLogs, 
 	carry(sh, r, attrs, &p.tally)
 	s.markDetached(r, lr.TraceID(), attrs, &p.tally)
 	sh.mu.Unlock()
-	return false
+	return noWait
+}
+
+// waitOf is how long a record may wait for w; 0: the hold's own duration.
+func (s *stitcher) waitOf(w waitFor) time.Duration {
+	if w == waitGPUSpan {
+		return s.gpuWait
+	}
+	return 0
 }
 
 // bindLog finds the request of a log record, binding or filling what it can.
 // It returns the request with its shard locked, for the caller to unlock, or
-// nil, with nothing locked, and whether the record waits for a binding.
-func (s *stitcher) bindLog(o origin, rl plog.ResourceLogs, sl plog.ScopeLogs, lr plog.LogRecord, p *pass) (*request, *shard, bool) {
+// nil, with nothing locked, and what the record waits for.
+func (s *stitcher) bindLog(o origin, rl plog.ResourceLogs, sl plog.ScopeLogs, lr plog.LogRecord, p *pass) (*request, *shard, waitFor) {
 	attrs := lr.Attributes()
 	id, hasID := reqIDOf(attrs)
 	trace := lr.TraceID()
 	switch {
 	case hasID && id == "":
-		return nil, nil, false
+		return nil, nil, noWait
 	case hasID && !trace.IsEmpty():
 		sh, key := s.index.lockID(id)
 		r := s.index.getOrAdd(sh, key, id, p.now, &p.tally)
 		if r == nil {
 			sh.mu.Unlock()
-			return nil, nil, false
+			return nil, nil, noWait
 		}
 		s.index.bind(r, trace)
-		return r, sh, false
+		return r, sh, noWait
 	case hasID:
 		s.services.markLogsNoContext(o.service)
 		sh, key := s.index.lockID(id)
 		if r := sh.get(key, id, p.now); r != nil && s.fillTraceContext(r, o.service, lr, &p.tally) {
-			return r, sh, false
+			return r, sh, noWait
 		}
 		sh.mu.Unlock()
-		return nil, nil, true
+		return nil, nil, waitBinding
 	case !trace.IsEmpty():
 		r, sh := s.index.lockTrace(trace, p.now)
 		if r == nil {
-			return nil, nil, true
+			return nil, nil, waitBinding
 		}
 		attrs.PutStr(golden.ReqID, r.id())
 		golden.Filled(attrs, golden.ReqID)
 		p.tally.filled[filledReqID]++
-		return r, sh, false
+		return r, sh, noWait
 	case s.isGPUEvent(o, rl, sl, lr):
 		return s.attributeGPUEvent(o, lr, p)
 	}
-	return nil, nil, false
+	return nil, nil, noWait
 }
 
 // fillTraceContext gives a log record the trace context of the request's span
@@ -216,7 +239,7 @@ func parkLog(rl plog.ResourceLogs, sl plog.ScopeLogs, lr plog.LogRecord) plog.Lo
 func (s *stitcher) restitchLog(ld plog.Logs, p *pass) bool {
 	rl := ld.ResourceLogs().At(0)
 	sl := rl.ScopeLogs().At(0)
-	return s.stitchLog(s.origin(rl.Resource()), rl, sl, sl.LogRecords().At(0), p)
+	return s.stitchLog(s.origin(rl.Resource()), rl, sl, sl.LogRecords().At(0), p) != noWait
 }
 
 // ruleLogs applies the causal rules to the records of a batch on its way
@@ -240,7 +263,7 @@ func (s *stitcher) ruleLogs(ld plog.Logs, ev *eventIDs) {
 // stitchSpans stitches a batch of spans in place, like stitchLogs. It makes two
 // passes: the first binds every span that carries a req_id, so that the
 // batch's roots and traces are known before any span is filled or marked.
-func (s *stitcher) stitchSpans(td ptrace.Traces, p *pass, hold func(ptrace.Traces) bool, ev *eventIDs) {
+func (s *stitcher) stitchSpans(td ptrace.Traces, p *pass, hold func(ptrace.Traces, time.Duration) bool, ev *eventIDs) {
 	rss := td.ResourceSpans()
 	for i := 0; i < rss.Len(); i++ {
 		rs := rss.At(i)
@@ -275,7 +298,7 @@ func (s *stitcher) stitchSpans(td ptrace.Traces, p *pass, hold func(ptrace.Trace
 			ss.Spans().RemoveIf(func(span ptrace.Span) bool {
 				b := p.spans[next]
 				next++
-				if s.stitchSpan(o, span, b.r, b.event, p) && hold != nil && hold(parkSpan(rs, ss, span)) {
+				if s.stitchSpan(o, span, b.r, b.event, p) && hold != nil && hold(parkSpan(rs, ss, span), 0) {
 					s.rules.applySpan(rs, ss, span, b.event, causeOnly)
 					return true
 				}

@@ -3,6 +3,7 @@ package reqidstitchprocessor // import "github.com/loom-otel/loom/processor/reqi
 import (
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/ottl/contexts/ottllog"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -29,10 +30,13 @@ type gpuSpan struct {
 	span       pcommon.SpanID
 }
 
-// process remembers a process's most recent spans in a ring.
+// process remembers a process's recent spans, in the order they arrived.
 type process struct {
-	spans []gpuSpan
-	next  int
+	spans []gpuSpan // spans[first:] are remembered
+	first int
+	// latestEnd is the latest end of its spans: a span that ended more than
+	// the index's window before it has left.
+	latestEnd pcommon.Timestamp
 	// namesThreads is set once a span of the process names its thread: from
 	// then on an event on a thread belongs only to spans on that thread.
 	namesThreads bool
@@ -51,25 +55,31 @@ const (
 
 // gpuIndex attributes GPU events to the requests whose spans, on the same
 // host, pid and (when both name one) thread, cover their timestamp. It holds at
-// most maxProcs processes (first in, first out) of perProc spans each. Its
-// own mutex guards it: it is keyed by process, not by request.
+// most maxProcs processes (first in, first out). A process keeps its spans
+// until one of its spans ends window after them: an SDK exports a batch of
+// spans at once, seconds after they ended, and a GPU event waits for its span
+// as long (gpu_attribution::wait), on either side of it. At most perProc
+// spans each, the oldest leaving first (counted). Its own mutex guards it: it
+// is keyed by process, not by request.
 type gpuIndex struct {
 	mu      sync.Mutex
 	procs   map[procKey]*process
 	order   []procKey // ring of the keys in insertion order, for eviction
 	head    int
 	perProc int
+	window  pcommon.Timestamp
 }
 
-func newGPUIndex(maxProcs, perProc int) *gpuIndex {
+func newGPUIndex(maxProcs, perProc int, window time.Duration) *gpuIndex {
 	return &gpuIndex{
 		procs:   make(map[procKey]*process),
 		order:   make([]procKey, 0, maxProcs),
 		perProc: perProc,
+		window:  pcommon.Timestamp(window),
 	}
 }
 
-// observe remembers a span of process k, counting an evicted process in t.
+// observe remembers a span of process k, counting an evicted process or span in t.
 func (g *gpuIndex) observe(k procKey, s gpuSpan, t *tally) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -78,12 +88,22 @@ func (g *gpuIndex) observe(k procKey, s gpuSpan, t *tally) {
 		p = g.add(k, t)
 	}
 	p.namesThreads = p.namesThreads || s.tid != 0
-	if len(p.spans) < g.perProc {
-		p.spans = append(p.spans, s)
-		return
+	p.latestEnd = max(p.latestEnd, s.end)
+	for p.first < len(p.spans) && p.spans[p.first].end+g.window < p.latestEnd {
+		p.first++
 	}
-	p.spans[p.next] = s
-	p.next = (p.next + 1) % g.perProc
+	if over := len(p.spans) - p.first - g.perProc + 1; over > 0 {
+		t.evicted[tableGPUSpans][evictCapacity] += int64(over)
+		p.first += over
+	}
+	if p.first > 0 && p.first >= len(p.spans)/2 {
+		// Moved down once half are gone: each span moves at most once on
+		// average, and the array stays the size of one window's spans.
+		n := copy(p.spans, p.spans[p.first:])
+		clear(p.spans[n:])
+		p.spans, p.first = p.spans[:n], 0
+	}
+	p.spans = append(p.spans, s)
 }
 
 func (g *gpuIndex) add(k procKey, t *tally) *process {
@@ -124,7 +144,7 @@ func (g *gpuIndex) attribute(k procKey, tid int64, ts pcommon.Timestamp) (gpuSpa
 	sameThread := tid != 0 && p.namesThreads
 	var best gpuSpan
 	outcome := uncovered
-	for _, s := range p.spans {
+	for _, s := range p.spans[p.first:] {
 		if ts < s.start || ts > s.end || sameThread && s.tid != tid {
 			continue
 		}
@@ -153,8 +173,8 @@ func (s *stitcher) isGPUEvent(o origin, rl plog.ResourceLogs, sl plog.ScopeLogs,
 // attributeGPUEvent gives a GPU event the req_id and trace context of the span
 // that covers it on the same host, pid and thread. It returns the span's
 // request with its shard locked, like bindLog (nil when there is none), and
-// whether the event should wait for a span that may still come.
-func (s *stitcher) attributeGPUEvent(o origin, lr plog.LogRecord, p *pass) (*request, *shard, bool) {
+// whether the event waits for a span that may still come.
+func (s *stitcher) attributeGPUEvent(o origin, lr plog.LogRecord, p *pass) (*request, *shard, waitFor) {
 	attrs := lr.Attributes()
 	// The event names the process it is about on the record; the resource is
 	// the receiver's own, and names the host. Observed from the host, a
@@ -174,7 +194,7 @@ func (s *stitcher) attributeGPUEvent(o origin, lr plog.LogRecord, p *pass) (*req
 		k.container = v.AsString()
 	}
 	if k.pid == 0 {
-		return nil, nil, false
+		return nil, nil, noWait
 	}
 	tid := intAttr(attrs, golden.ThreadVID)
 	if tid == 0 {
@@ -182,7 +202,7 @@ func (s *stitcher) attributeGPUEvent(o origin, lr plog.LogRecord, p *pass) (*req
 	}
 	span, outcome := s.gpu.attribute(k, tid, logTime(lr))
 	if outcome != attributed {
-		return nil, nil, true
+		return nil, nil, waitGPUSpan
 	}
 	attrs.PutStr(golden.ReqID, span.reqID)
 	golden.Filled(attrs, golden.ReqID)
@@ -193,7 +213,7 @@ func (s *stitcher) attributeGPUEvent(o origin, lr plog.LogRecord, p *pass) (*req
 	r := sh.get(key, span.reqID, p.now)
 	if r == nil {
 		sh.mu.Unlock()
-		return nil, nil, false
+		return nil, nil, noWait
 	}
-	return r, sh, false
+	return r, sh, noWait
 }

@@ -110,7 +110,7 @@ func TestGPUEventCoveredByTwoRequestsIsNeverGuessed(t *testing.T) {
 	assert.Equal(t, reqA, str(logs[1].Attributes(), golden.ReqID))
 	assert.Equal(t, int64(2), h.counter("processor_reqidstitch_records_held"))
 
-	h.tick(3 * time.Second)
+	h.tick(10 * time.Second) // gpu_attribution::wait
 	logs = h.outLogs()
 	require.Len(t, logs, 4)
 	assert.Empty(t, str(logs[2].Attributes(), golden.ReqID), "never a guess")
@@ -131,6 +131,8 @@ func TestGPUEventWaitsForItsSpan(t *testing.T) {
 	require.Len(t, logs, 1)
 	assert.Equal(t, reqA, str(logs[0].Attributes(), golden.ReqID))
 	h.tick(2 * time.Second)
+	require.Len(t, h.outLogs(), 1, "a GPU event waits longer than hold::duration")
+	h.tick(8 * time.Second)
 	logs = h.outLogs()
 	require.Len(t, logs, 2, "another thread's event is never attributed to A: it expires as it was")
 	assert.Empty(t, str(logs[1].Attributes(), golden.ReqID))
@@ -153,9 +155,31 @@ func TestOnlyGPUEventsAreAttributed(t *testing.T) {
 	assert.Empty(t, str(off.outLogs()[0].Attributes(), golden.ReqID))
 }
 
+// An SDK exports a span once it ended and its batch is due (5s by default),
+// all of a busy engine's spans of those seconds in one batch: the driver
+// event waits for them, and its span is found however many came with it.
+func TestGPUEventFindsItsSpanInALateBigBatch(t *testing.T) {
+	h := newHarness(t, nil)
+	h.consumeLogs(logsOf(gpuEvent(enginePID, 7, 500*time.Millisecond)))
+	h.tick(6 * time.Second)
+	require.Empty(t, h.outLogs())
+	spans := []rec{engineSpan(reqA, 1, 10, 7, 0, time.Second)}
+	for i := range 2000 {
+		from := time.Second + time.Duration(i)*2*time.Millisecond
+		spans = append(spans, engineSpan(reqB, 2, byte(20+i%200), 7, from, from+time.Millisecond))
+	}
+	h.consumeTraces(tracesOf(spans...))
+	h.tick(100 * time.Millisecond)
+	logs := h.outLogs()
+	require.Len(t, logs, 1)
+	assert.Equal(t, reqA, str(logs[0].Attributes(), golden.ReqID))
+	assert.Equal(t, spanID(10), logs[0].SpanID())
+	assert.Zero(t, h.counter("processor_reqidstitch_evicted", "table", "gpu_spans"))
+}
+
 func TestGPUIndexBounds(t *testing.T) {
 	var c tally
-	g := newGPUIndex(2, 3)
+	g := newGPUIndex(2, 3, time.Hour)
 	for pid := range int64(3) {
 		g.observe(procKey{host: "h", pid: pid + 1}, gpuSpan{start: 0, end: 10, reqID: reqA}, &c)
 	}
@@ -168,17 +192,42 @@ func TestGPUIndexBounds(t *testing.T) {
 	for i := range 5 {
 		g.observe(k, gpuSpan{start: pcommon.Timestamp(100 * i), end: pcommon.Timestamp(100*i + 50), reqID: reqB}, &c)
 	}
-	assert.Len(t, g.procs[k].spans, 3)
+	assert.Len(t, g.procs[k].spans[g.procs[k].first:], 3)
+	assert.Equal(t, int64(3), c.evicted[tableGPUSpans][evictCapacity], "its first span and two of these")
 	_, out = g.attribute(k, 0, 120)
-	assert.Equal(t, uncovered, out, "old spans leave the ring")
+	assert.Equal(t, uncovered, out, "the oldest spans leave first")
 	s, out := g.attribute(k, 0, 420)
 	assert.Equal(t, attributed, out)
 	assert.Equal(t, reqB, s.reqID)
 }
 
+// A span leaves once its process has a span that ended a window after it,
+// uncounted: nothing waits for it any more.
+func TestGPUSpansLeaveAWindowAfterTheyEnded(t *testing.T) {
+	var c tally
+	g := newGPUIndex(1, 100, 10*time.Second)
+	k := procKey{host: "h", pid: 1}
+	at := func(d time.Duration) pcommon.Timestamp { return pcommon.NewTimestampFromTime(t0.Add(d)) }
+	g.observe(k, gpuSpan{start: at(0), end: at(time.Second), reqID: reqA}, &c)
+	g.observe(k, gpuSpan{start: at(5 * time.Second), end: at(11 * time.Second), reqID: reqB}, &c)
+	_, out := g.attribute(k, 0, at(500*time.Millisecond))
+	assert.Equal(t, attributed, out, "10s after its end, the first span is still there")
+	for i := range 40 {
+		g.observe(k, gpuSpan{start: at(12 * time.Second), end: at(12*time.Second + time.Duration(i)*time.Millisecond), reqID: reqC}, &c)
+	}
+	_, out = g.attribute(k, 0, at(500*time.Millisecond))
+	assert.Equal(t, uncovered, out)
+	s, out := g.attribute(k, 0, at(6*time.Second))
+	assert.Equal(t, attributed, out)
+	assert.Equal(t, reqB, s.reqID)
+	assert.Len(t, g.procs[k].spans[g.procs[k].first:], 41)
+	assert.LessOrEqual(t, len(g.procs[k].spans), 2*41, "the spans that left do not pile up")
+	assert.Zero(t, c.evicted[tableGPUSpans][evictCapacity])
+}
+
 func TestGPUPrefersTheInnermostSpanOfARequest(t *testing.T) {
 	var c tally
-	g := newGPUIndex(1, 8)
+	g := newGPUIndex(1, 8, time.Hour)
 	k := procKey{host: "h", pid: 1}
 	g.observe(k, gpuSpan{start: 0, end: 100, reqID: reqA, span: spanID(1)}, &c)
 	g.observe(k, gpuSpan{start: 40, end: 60, reqID: reqA, span: spanID(2)}, &c)

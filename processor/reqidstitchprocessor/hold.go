@@ -3,6 +3,7 @@ package reqidstitchprocessor // import "github.com/loom-otel/loom/processor/reqi
 import (
 	"context"
 	"slices"
+	"time"
 
 	"github.com/loom-otel/loom/internal/custody"
 )
@@ -12,6 +13,7 @@ type parked[T any] struct {
 	data     T
 	bytes    int
 	deadline int64
+	wait     time.Duration // 0: the hold's own
 	// ctx is the context it came with, client its custody.ClientKey (made
 	// once per call, not per record); seq its journal entry (0 without storage).
 	ctx    context.Context
@@ -38,7 +40,7 @@ func (q *holdQueue[T]) enabled() bool { return q.wait > 0 }
 // fits reports whether a record of bytes can be held at all.
 func (q *holdQueue[T]) fits(bytes int) bool { return bytes <= q.maxBytes }
 
-// push holds p until now+wait. To stay within bounds it first pushes the
+// push holds p until now plus its wait or the hold's. To stay within bounds it first pushes the
 // oldest records out through pushOut; a record that can never fit is refused.
 func (q *holdQueue[T]) push(p parked[T], now int64, pushOut func(parked[T])) bool {
 	if !q.fits(p.bytes) {
@@ -52,6 +54,9 @@ func (q *holdQueue[T]) push(p parked[T], now int64, pushOut func(parked[T])) boo
 		pushOut(oldest)
 	}
 	p.deadline = now + q.wait
+	if p.wait > 0 {
+		p.deadline = now + int64(p.wait)
+	}
 	q.items = append(q.items, p)
 	q.bytes += p.bytes
 	return true
@@ -89,7 +94,7 @@ type signal[T any] struct {
 	// before any shard is locked; it returns the identity attributes removed.
 	admit func(s *stitcher, batch T, ev *eventIDs) int64
 	// stitch stitches a batch in place, offering records that wait to hold.
-	stitch func(s *stitcher, batch T, p *pass, hold func(T) bool, ev *eventIDs)
+	stitch func(s *stitcher, batch T, p *pass, hold func(T, time.Duration) bool, ev *eventIDs)
 	// restitch retries the binding of a parked record; true when it still waits.
 	restitch func(s *stitcher, parked T, p *pass) bool
 	// applyRules applies the causal rules to a batch on its way out; ev has

@@ -71,17 +71,17 @@ func (p *stitchProcessor[T]) process(ctx context.Context, batch T) (T, error) {
 	var waiting []parked[T]
 	var kept []custody.Entry
 	var keepErr error
-	var hold func(T) bool
+	var hold func(T, time.Duration) bool
 	if p.hold.enabled() {
 		// The call's context without its deadline, and its client: made once.
 		var heldCtx context.Context
 		var client string
-		hold = func(data T) bool {
+		hold = func(data T, wait time.Duration) bool {
 			if heldCtx == nil {
 				heldCtx, client = context.WithoutCancel(ctx), custody.ClientKey(ctx)
 			}
 			ps.tally.held++
-			held := parked[T]{data: data, bytes: p.sig.size(data), ctx: heldCtx, client: client}
+			held := parked[T]{data: data, bytes: p.sig.size(data), wait: wait, ctx: heldCtx, client: client}
 			if !p.hold.fits(held.bytes) {
 				ps.tally.released[outcomeOverflow]++
 				return false

@@ -37,6 +37,7 @@ type table uint8
 const (
 	tableRequests table = iota
 	tableGPUProcesses
+	tableGPUSpans
 	tableRuleKeys
 	numTables
 )
@@ -63,7 +64,7 @@ var (
 	dropCauseNames = [numDropCauses]string{"refused", "retries_full", "shutdown"}
 	directionNames = [numDirections]string{"trace_context", "req_id", "gpu", "input_hash", "model_ver"}
 	outcomeNames   = [numOutcomes]string{"bound", "expired", "overflow", "shutdown"}
-	tableNames     = [numTables]string{"requests", "gpu_processes", "rule_keys"}
+	tableNames     = [numTables]string{"requests", "gpu_processes", "gpu_spans", "rule_keys"}
 	reasonNames    = [numReasons]string{"capacity", "ttl"}
 )
 
