@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"runtime"
 	"strings"
@@ -283,7 +284,8 @@ func peerURL(s string, port bool) bool {
 // which they follow with the same kind of resolver. Off unless self is set.
 type HandoverConfig struct {
 	// Self is this gateway's member as the resolver names it: host:port, the
-	// pod's IP and the OTLP port the agents send to.
+	// pod's IP and the OTLP port the agents send to. An IPv6 address may come
+	// without brackets (fd00::7:4317, as $(POD_IP):4317 spells it).
 	Self string `mapstructure:"self"`
 	// Resolver finds the gateways: exactly one of static and k8s.
 	Resolver HandoverResolverConfig `mapstructure:"resolver"`
@@ -327,13 +329,26 @@ type K8sResolverConfig struct {
 
 func (c *HandoverConfig) enabled() bool { return c.Self != "" }
 
+// self is Self as the resolvers name members: an IPv6 address in brackets.
+func (c *HandoverConfig) self() string {
+	if host, port, err := net.SplitHostPort(c.Self); err == nil {
+		return net.JoinHostPort(host, port)
+	}
+	if i := strings.LastIndexByte(c.Self, ':'); i > 0 {
+		if addr, err := netip.ParseAddr(c.Self[:i]); err == nil && addr.Is6() {
+			return net.JoinHostPort(addr.String(), c.Self[i+1:])
+		}
+	}
+	return c.Self
+}
+
 func (c *HandoverConfig) validate(check func(ok bool, key, format string, args ...any)) {
 	static, k8s := len(c.Resolver.Static.Members) > 0, c.Resolver.K8s.Service != ""
 	if !c.enabled() {
 		check(!static && !k8s, "handover::self", "must be set when a resolver is, e.g. 10.0.0.7:4317 (the pod's IP and OTLP port)")
 		return
 	}
-	check(hostPort(c.Self), "handover::self", "must be host:port, e.g. 10.0.0.7:4317; got %q", c.Self)
+	check(hostPort(c.self()), "handover::self", "must be host:port, e.g. 10.0.0.7:4317; got %q", c.Self)
 	check(static != k8s, "handover::resolver", "must name exactly one of static and k8s")
 	for i, m := range c.Resolver.Static.Members {
 		check(hostPort(m), fmt.Sprintf("handover::resolver::static::members::%d", i), "must be host:port, e.g. loom-gateway-0:4317; got %q", m)

@@ -95,6 +95,25 @@ func TestValidateNamesTheKeyToFix(t *testing.T) {
 	}
 }
 
+func TestSelfIsNamedAsTheResolversNameMembers(t *testing.T) {
+	for self, want := range map[string]string{
+		"10.0.0.7:4317":       "10.0.0.7:4317",
+		"loom-gateway-0:4317": "loom-gateway-0:4317",
+		"fd00::7:4317":        "[fd00::7]:4317", // $(POD_IP):4317 on an IPv6 cluster
+		"[fd00::7]:4317":      "[fd00::7]:4317",
+	} {
+		c := HandoverConfig{Self: self, Resolver: HandoverResolverConfig{Static: StaticResolverConfig{Members: []string{want}}}, Timeout: time.Second}
+		assert.Equal(t, want, c.self(), self)
+		var errs []string
+		c.validate(func(ok bool, key, format string, args ...any) {
+			if !ok {
+				errs = append(errs, key)
+			}
+		})
+		assert.Empty(t, errs, self)
+	}
+}
+
 func TestAResolverNeedsSelf(t *testing.T) {
 	assert.ErrorContains(t, confmap.Validate(loadConfig(t, "resolver_without_self")), "handover::self: must be set when a resolver is")
 }

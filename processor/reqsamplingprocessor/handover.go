@@ -45,8 +45,10 @@ const (
 // when their owner changes or this gateway shuts down. A forward that fails
 // leaves its records to be decided here, counted.
 type handover struct {
-	s        *sampler
-	cfg      *HandoverConfig
+	s   *sampler
+	cfg *HandoverConfig
+	// self is this gateway as its resolver names it.
+	self     string
 	resolver ring.Resolver
 	ring     atomic.Pointer[ring.Ring]
 	// changes carries a changed ring to the sampler's goroutine, which has
@@ -65,7 +67,7 @@ type handover struct {
 }
 
 func newHandover(s *sampler) *handover {
-	h := &handover{s: s, cfg: &s.cfg.Handover, changes: make(chan *ring.Ring, 1), conns: map[string]*grpc.ClientConn{}}
+	h := &handover{s: s, cfg: &s.cfg.Handover, self: s.cfg.Handover.self(), changes: make(chan *ring.Ring, 1), conns: map[string]*grpc.ClientConn{}}
 	switch members := h.cfg.Resolver.Static.Members; {
 	case s.testMembers != nil:
 		h.resolver = s.testMembers
@@ -114,7 +116,7 @@ func (h *handover) membersChanged(members []string) {
 		return
 	}
 	h.s.logger.Info("The gateway set changed: requests another gateway now owns are handed over to it",
-		zap.Strings("members", r.Members()), zap.Bool("self_is_member", r.Has(h.cfg.Self)))
+		zap.Strings("members", r.Members()), zap.Bool("self_is_member", r.Has(h.self)))
 	h.mu.Lock()
 	for member, conn := range h.conns {
 		if !r.Has(member) {
@@ -137,7 +139,7 @@ func (h *handover) leaving() *ring.Ring {
 	if r == nil {
 		return nil
 	}
-	if r = r.Without(h.cfg.Self); len(r.Members()) == 0 {
+	if r = r.Without(h.self); len(r.Members()) == 0 {
 		return nil
 	}
 	return r
@@ -151,7 +153,7 @@ func (h *handover) ownerIn(r *ring.Ring, reqID string) (string, bool) {
 		return "", false
 	}
 	owner := r.Owner(ring.AttributeKey(golden.ReqID, reqID))
-	return owner, owner != "" && owner != h.cfg.Self
+	return owner, owner != "" && owner != h.self
 }
 
 // recordOwner is the other gateway that owns a record's request, or "".

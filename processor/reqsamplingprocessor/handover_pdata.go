@@ -175,7 +175,7 @@ func (l *layout[D, R, S, E]) divert(data D, ownerOf func(i int, attrs pcommon.Ma
 func (l *layout[D, R, S, E]) send(h *handover, ctx context.Context, owner string, data D, cause handoverCause) error {
 	resources := l.resources(data)
 	for i := range resources.Len() {
-		resources.At(i).Resource().Attributes().PutStr(handedOverBy, h.cfg.Self)
+		resources.At(i).Resource().Attributes().PutStr(handedOverBy, h.self)
 	}
 	conn, err := h.conn(owner)
 	if err == nil {
