@@ -3,6 +3,7 @@ package neo4jstore
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/neo4j/neo4j-go-driver/v5/neo4j"
@@ -15,10 +16,6 @@ import (
 // of values, so that a batch is a few statements whatever its size and the
 // server plans each statement once.
 const (
-	// writeEvents merges the events' nodes and properties.
-	writeEvents = `UNWIND $rows AS row
-MERGE (e:Event {event_id: row[0]})
-SET e += row[1]`
 	// writeRequests merges the requests' outcome and time span; they only
 	// grow, so the merge is idempotent and independent of the order of batches.
 	writeRequests = `UNWIND $rows AS row
@@ -44,8 +41,6 @@ MERGE (e)-[:ASYNC_OF]->(root)`
 type membership struct {
 	label, key, edge string
 	value            func(*eventgraph.Event) string
-	// write merges the edges of rows (event_id, value), the node with them.
-	write string
 }
 
 var memberships = func() []membership {
@@ -55,14 +50,24 @@ var memberships = func() []membership {
 		out = append(out, membership{label: string(d.dim), key: d.key, edge: d.edge,
 			value: func(e *eventgraph.Event) string { return e.Value(d.dim) }})
 	}
-	for i := range out {
-		m := &out[i]
-		m.write = `UNWIND $rows AS row
-MATCH (e:Event {event_id: row[0]})
-MERGE (d:` + m.label + ` {` + m.key + `: row[1]})
-MERGE (e)-[:` + m.edge + `]->(d)`
-	}
 	return out
+}()
+
+// writeEvents merges the events' nodes, their properties and their
+// membership edges (rows: event_id, properties, then one value per
+// membership, null when the event has none): merging the edges with the node
+// saves finding each event again per kind of edge.
+var writeEvents = func() string {
+	var b strings.Builder
+	b.WriteString(`UNWIND $rows AS row
+MERGE (e:Event {event_id: row[0]})
+SET e += row[1]`)
+	for i, m := range memberships {
+		fmt.Fprintf(&b, `
+FOREACH (v IN CASE WHEN row[%d] IS NULL THEN [] ELSE [row[%d]] END |
+  MERGE (d:%s {%s: v}) MERGE (e)-[:%s]->(d))`, i+2, i+2, m.label, m.key, m.edge)
+	}
+	return b.String()
 }()
 
 // CHILD_OF edges join spans by trace and span id, whichever of parent and
@@ -218,16 +223,19 @@ type statement struct {
 // before the edges that match them.
 func statements(events []eventgraph.Event, stored map[string]storedEvent) []statement {
 	rows := make([]any, len(events))
-	members := make([][]any, len(memberships))
 	var causes, asyncRoots, parents, children []any
 	for i := range events {
 		e := &events[i]
-		rows[i] = []any{e.ID, eventProperties(e)}
-		for j, m := range memberships {
+		row := make([]any, 2, 2+len(memberships))
+		row[0], row[1] = e.ID, eventProperties(e)
+		for _, m := range memberships {
+			var value any // null: no edge
 			if v := m.value(e); v != "" {
-				members[j] = append(members[j], []string{e.ID, v})
+				value = v
 			}
+			row = append(row, value)
 		}
+		rows[i] = row
 		for _, c := range e.Causes {
 			causes = append(causes, []string{e.ID, c.EventID, c.Type, c.Rule})
 		}
@@ -246,17 +254,15 @@ func statements(events []eventgraph.Event, stored map[string]storedEvent) []stat
 	for i, r := range requests {
 		requestRows[i] = []any{r.ReqID, r.Failed, r.First.UTC(), r.Last.UTC()}
 	}
-	out := []statement{{writeEvents, rows}, {writeRequests, requestRows}}
-	for j, m := range memberships {
-		out = append(out, statement{m.write, members[j]})
+	return []statement{
+		{writeEvents, rows},
+		{writeRequests, requestRows},
+		{linkCauses, causes},
+		{linkAsyncRoots, asyncRoots},
+		{linkParents, parents},
+		{linkChildren, children},
+		{linkNext, segments(events, stored)},
 	}
-	return append(out,
-		statement{linkCauses, causes},
-		statement{linkAsyncRoots, asyncRoots},
-		statement{linkParents, parents},
-		statement{linkChildren, children},
-		statement{linkNext, segments(events, stored)},
-	)
 }
 
 // segments returns, per request of the events, the span of times whose
