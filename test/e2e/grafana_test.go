@@ -97,6 +97,9 @@ func TestDashboardsShowRealData(t *testing.T) {
 		exporter["resource_to_telemetry_conversion"] = map[string]any{"enabled": true} // as the chart sets it
 		metrics := mapAt(cfg, "service", "pipelines", "metrics")
 		metrics["receivers"] = append(metrics["receivers"].([]any), "otlp") // the NVML fixtures
+		// The traced driver calls are the test's own: no span will ever cover
+		// them, and they should not wait an SDK's batch delay for one.
+		mapAt(cfg, "processors", "reqidstitch/agent", "gpu_attribution")["wait"] = "2s"
 		gpu := mapAt(cfg, "receivers", "gpu")
 		gpu["host_name"] = "e2e-gpu-node"
 		gpu["collection_interval"] = "1s"
