@@ -152,7 +152,7 @@ func (s *stitcher) stitchLog(o origin, rl plog.ResourceLogs, sl plog.ScopeLogs, 
 // waitOf is how long a record may wait for w; 0: the hold's own duration.
 func (s *stitcher) waitOf(w waitFor) time.Duration {
 	if w == waitGPUSpan {
-		return s.gpuWait
+		return s.cfg.GPUAttribution.Wait
 	}
 	return 0
 }

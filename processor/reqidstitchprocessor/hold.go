@@ -40,8 +40,9 @@ func (q *holdQueue[T]) enabled() bool { return q.wait > 0 }
 // fits reports whether a record of bytes can be held at all.
 func (q *holdQueue[T]) fits(bytes int) bool { return bytes <= q.maxBytes }
 
-// push holds p until now plus its wait or the hold's. To stay within bounds it first pushes the
-// oldest records out through pushOut; a record that can never fit is refused.
+// push holds p until now plus its own wait, else the hold's. To stay within
+// bounds it first pushes the oldest records out through pushOut; a record
+// that can never fit is refused.
 func (q *holdQueue[T]) push(p parked[T], now int64, pushOut func(parked[T])) bool {
 	if !q.fits(p.bytes) {
 		return false

@@ -31,7 +31,6 @@ type stitcher struct {
 	index    *index
 	services *services
 	gpu      *gpuIndex // nil when GPU attribution is off
-	gpuWait  time.Duration
 	gpuEvent *ottl.Condition[*ottllog.TransformContext]
 	rules    *ruleSet
 	now      func() time.Time
@@ -66,7 +65,7 @@ func newStitcher(set processor.Settings, cfg *Config) (*stitcher, error) {
 		if s.gpuEvent, err = newLogCondition(g.Condition, set.TelemetrySettings); err != nil {
 			return nil, err
 		}
-		s.gpu, s.gpuWait = newGPUIndex(g.MaxProcesses, g.SpansPerProcess, g.Wait), g.Wait
+		s.gpu = newGPUIndex(g.MaxProcesses, g.SpansPerProcess, g.Wait)
 	}
 	if s.rules, err = newRuleSet(cfg.Rules, cfg.MaxRuleKeys, set.TelemetrySettings); err != nil {
 		return nil, err
