@@ -105,7 +105,8 @@ type group struct {
 
 // batch is the data of one ConsumeLogs or ConsumeTraces call. It is held
 // whole until every request in it is decided, then filtered and forwarded:
-// no record is copied while it waits.
+// no record is copied while it waits. With compact_waiting it waits encoded
+// (see compact).
 type batch struct {
 	signal signal
 	// to is the pipeline it came from, and ctx the context it came with
@@ -113,9 +114,12 @@ type batch struct {
 	to  *outlet
 	ctx context.Context
 	// seq is its entry in the journal; 0 without storage.
-	seq     custody.Seq
-	logs    plog.Logs
-	traces  ptrace.Traces
+	seq    custody.Seq
+	logs   plog.Logs
+	traces ptrace.Traces
+	// encoded holds the records instead of logs or traces while the batch
+	// is compacted.
+	encoded []byte
 	groups  []group
 	records []int32 // the group of each record, in scan order
 	arrived time.Time

@@ -46,6 +46,9 @@ type Config struct {
 	// records waiting for a decision until they are passed on, so that a
 	// crash loses none; without it they live in memory only.
 	Storage *component.ID `mapstructure:"storage"`
+	// CompactWaiting keeps the records waiting for a decision encoded, as
+	// they travel on the wire, and decodes them again only if some are kept.
+	CompactWaiting bool `mapstructure:"compact_waiting"`
 	// NumShards splits the requests waiting for a decision between this
 	// many goroutines, by a hash of their key, each with its share of
 	// max_requests, max_bytes and decision_cache::max_entries.

@@ -50,12 +50,13 @@ func TestLoadConfig(t *testing.T) {
 			{Name: "slow", Type: Latency, Latency: LatencyConfig{Quantile: 0.999, MinSamples: 500, HalfLife: 30 * time.Minute, MaxSeries: 200}},
 			{Name: "invalid", Type: GoldenInvalid, Percentage: 10},
 		},
-		Learning:    LearningConfig{HalfLife: 30 * time.Minute, MinFailures: 5, MinFailureRate: 0.5, PrefixLength: 3, MaxHashes: 200_000},
-		VolumeGuard: VolumeGuardConfig{MaxShare: 0.1},
-		Storage:     &requests,
-		NumShards:   4,
-		Share:       defaultConfig().Share,
-		Handover:    defaultConfig().Handover,
+		Learning:       LearningConfig{HalfLife: 30 * time.Minute, MinFailures: 5, MinFailureRate: 0.5, PrefixLength: 3, MaxHashes: 200_000},
+		VolumeGuard:    VolumeGuardConfig{MaxShare: 0.1},
+		Storage:        &requests,
+		NumShards:      4,
+		CompactWaiting: false,
+		Share:          defaultConfig().Share,
+		Handover:       defaultConfig().Handover,
 	}
 	everything.Share.Server.NetAddr.Endpoint = "0.0.0.0:4319"
 	everything.Share.Client.Timeout = 2 * time.Second

@@ -75,21 +75,22 @@ func (s *sampler) openJournal(ctx context.Context, host component.Host) error {
 	return s.replay(ctx)
 }
 
-// keep writes an arriving batch to storage, before its sender is answered.
-func (s *sampler) keep(ctx context.Context, b *batch) error {
+// keep writes an arriving batch to storage, before its sender is answered,
+// and returns its encoding; nil without storage.
+func (s *sampler) keep(ctx context.Context, b *batch) ([]byte, error) {
 	if s.journal == nil {
-		return nil
+		return nil, nil
 	}
 	data, err := marshal(b)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	e := custody.Entry{Seq: s.journal.Next(arrivedKind(b.signal)), Data: data}
 	if err := s.journal.Keep(ctx, e); err != nil {
-		return fmt.Errorf("keeping records in storage: %w", err)
+		return nil, fmt.Errorf("keeping records in storage: %w", err)
 	}
 	b.seq = e.Seq
-	return nil
+	return data, nil
 }
 
 // keepDecided replaces a batch's entry by its kept records, annotated, so

@@ -54,8 +54,9 @@ func createDefaultConfig() component.Config {
 			{Name: "value_drift", Type: ValueDrift},
 			{Name: "hot_input", Type: HotInput},
 		},
-		VolumeGuard: VolumeGuardConfig{MaxShare: 0.05},
-		NumShards:   runtime.GOMAXPROCS(0),
+		VolumeGuard:    VolumeGuardConfig{MaxShare: 0.05},
+		CompactWaiting: true,
+		NumShards:      runtime.GOMAXPROCS(0),
 		Learning: LearningConfig{
 			HalfLife:       time.Hour,
 			MinFailures:    3,

@@ -201,9 +201,9 @@ func (sh *shard) handOver(r *ring.Ring, cause handoverCause) {
 	}
 	for owner, reqs := range byOwner {
 		var sent [numSignals]bool
-		logs, traces := recordsOf(reqs, owner)
-		sent[signalLogs] = logs.LogRecordCount() == 0 || logsLayout.send(h, context.Background(), owner, logs, cause) == nil
-		sent[signalTraces] = traces.SpanCount() == 0 || tracesLayout.send(h, context.Background(), owner, traces, cause) == nil
+		logs, traces, undecodable := recordsOf(reqs, owner)
+		sent[signalLogs] = !undecodable[signalLogs] && (logs.LogRecordCount() == 0 || logsLayout.send(h, context.Background(), owner, logs, cause) == nil)
+		sent[signalTraces] = !undecodable[signalTraces] && (traces.SpanCount() == 0 || tracesLayout.send(h, context.Background(), owner, traces, cause) == nil)
 		for _, req := range reqs {
 			waiting := req.groups[:0]
 			for _, ref := range req.groups {
@@ -223,8 +223,9 @@ func (sh *shard) handOver(r *ring.Ring, cause handoverCause) {
 }
 
 // recordsOf copies the records of requests reqs out of the batches they
-// wait in, by signal, for their owner.
-func recordsOf(reqs []*request, owner string) (plog.Logs, ptrace.Traces) {
+// wait in, by signal, for their owner. undecodable marks a signal with a
+// compacted batch that could not be decoded: its requests stay here.
+func recordsOf(reqs []*request, owner string) (logs plog.Logs, traces ptrace.Traces, undecodable [numSignals]bool) {
 	groups := map[*batch]map[int32]bool{}
 	for _, req := range reqs {
 		for _, ref := range req.groups {
@@ -235,7 +236,7 @@ func recordsOf(reqs []*request, owner string) (plog.Logs, ptrace.Traces) {
 			groups[b][ref.group] = true
 		}
 	}
-	logs, traces := plog.NewLogs(), ptrace.NewTraces()
+	logs, traces = plog.NewLogs(), ptrace.NewTraces()
 	for b, moving := range groups {
 		ownerOf := func(i int, _ pcommon.Map) string {
 			if moving[b.records[i]] {
@@ -243,11 +244,17 @@ func recordsOf(reqs []*request, owner string) (plog.Logs, ptrace.Traces) {
 			}
 			return ""
 		}
+		// Each shard decodes a compacted batch for itself: others may read it now.
+		bl, bt, err := b.decoded()
+		if err != nil {
+			undecodable[b.signal] = true
+			continue
+		}
 		if b.signal == signalLogs {
-			logsLayout.merge(logsLayout.divert(b.logs, ownerOf, false)[owner], logs)
+			logsLayout.merge(logsLayout.divert(bl, ownerOf, false)[owner], logs)
 		} else {
-			tracesLayout.merge(tracesLayout.divert(b.traces, ownerOf, false)[owner], traces)
+			tracesLayout.merge(tracesLayout.divert(bt, ownerOf, false)[owner], traces)
 		}
 	}
-	return logs, traces
+	return logs, traces, undecodable
 }

@@ -272,11 +272,15 @@ func (s *sampler) shutdown(ctx context.Context) error {
 // this returns.
 func (s *sampler) submit(ctx context.Context, to *outlet, b *batch) error {
 	b.to, b.ctx = to, context.WithoutCancel(ctx)
-	if err := s.keep(ctx, b); err != nil {
+	encoded, err := s.keep(ctx, b)
+	if err != nil {
 		return err
 	}
+	if s.cfg.CompactWaiting {
+		b.compact(encoded)
+	}
 	s.split(b)
-	err := s.hand(ctx, b)
+	err = s.hand(ctx, b)
 	if err != nil {
 		s.unkeep(b)
 	}
@@ -488,45 +492,24 @@ func findingsOf(f *facts, scratch *policy.Findings) *policy.Findings {
 }
 
 // release forwards a batch's kept records, annotated, and drops the others,
-// on the goroutine of the shard that decided its last request.
+// on the goroutine of the shard that decided its last request. A compacted
+// batch is decoded only when it keeps a record.
 func (s *sampler) release(b *batch) {
 	var counts [2][numOutcomes]int64 // [late][outcome]
-	keep := func(i int, attrs pcommon.Map) bool {
-		g := &b.groups[b.records[i]]
-		late := 0
+	for _, gi := range b.records {
+		g := &b.groups[gi]
+		late, o := 0, outcomeOf(g.verdict.kept)
 		if g.late {
 			late = 1
 		}
 		if g.verdict.handedOver {
-			counts[late][outcomeHandedOver]++
-			return false
+			o = outcomeHandedOver
 		}
-		counts[late][outcomeOf(g.verdict.kept)]++
-		if !g.verdict.kept {
-			return false
-		}
-		attrs.PutStr(golden.SamplingPolicy, s.decider.policyName(g.verdict))
-		attrs.PutDouble(golden.SamplingAdjustedCount, g.verdict.adjustedCount())
-		if g.verdict.failure != nil {
-			g.verdict.failure.Annotate(attrs)
-		} else {
-			healthy.Annotate(attrs)
-		}
-		return true
-	}
-	var kept bool
-	switch b.signal {
-	case signalLogs:
-		filterLogs(b.logs, keep)
-		kept = b.logs.LogRecordCount() > 0
-	case signalTraces:
-		filterTraces(b.traces, keep)
-		kept = b.traces.SpanCount() > 0
+		counts[late][o]++
 	}
 	var err error
-	if kept {
-		s.keepDecided(b)
-		err = b.to.consume(b.ctx, b)
+	if counts[0][outcomeKept]+counts[1][outcomeKept] > 0 {
+		err = s.passOnKept(b)
 	}
 	s.unkeep(b)
 	s.tel.released(b.signal, counts)
@@ -534,6 +517,35 @@ func (s *sampler) release(b *batch) {
 		s.logger.Warn("The next consumer refused kept records", zap.String("signal", signalNames[b.signal]),
 			zap.Int64("records", counts[0][outcomeKept]+counts[1][outcomeKept]), zap.Error(err))
 	}
+}
+
+// passOnKept filters a batch down to its kept records, annotates them with
+// their request's verdict and passes them on.
+func (s *sampler) passOnKept(b *batch) error {
+	if err := b.expand(); err != nil {
+		return err
+	}
+	keep := func(i int, attrs pcommon.Map) bool {
+		v := &b.groups[b.records[i]].verdict
+		if v.handedOver || !v.kept {
+			return false
+		}
+		attrs.PutStr(golden.SamplingPolicy, s.decider.policyName(*v))
+		attrs.PutDouble(golden.SamplingAdjustedCount, v.adjustedCount())
+		if v.failure != nil {
+			v.failure.Annotate(attrs)
+		} else {
+			healthy.Annotate(attrs)
+		}
+		return true
+	}
+	if b.signal == signalLogs {
+		filterLogs(b.logs, keep)
+	} else {
+		filterTraces(b.traces, keep)
+	}
+	s.keepDecided(b)
+	return b.to.consume(b.ctx, b)
 }
 
 // pendingRequests and pendingBytes are the shards' last published, summed.
