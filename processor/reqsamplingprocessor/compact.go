@@ -5,20 +5,23 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/ptrace"
-	pdatarequest "go.opentelemetry.io/collector/pdata/xpdata/request"
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
-// compact replaces a batch's records by their encoding while it waits for
-// its decisions: decoded records take several times the bytes of their
+// compact replaces a batch's records by their OTLP encoding while it waits
+// for its decisions: decoded records take several times the bytes of their
 // encoding, and the garbage collector scans every pointer in them on each
-// cycle while they wait. data is the encoding when the journal made it
-// already. A batch that cannot be encoded waits as it is.
-func (b *batch) compact(data []byte) {
-	if data == nil {
-		var err error
-		if data, err = marshal(b); err != nil {
-			return
-		}
+// cycle while they wait. A batch that cannot be encoded waits as it is.
+func (b *batch) compact() {
+	var data []byte
+	var err error
+	if b.signal == signalLogs {
+		data, err = (&plog.ProtoMarshaler{}).MarshalLogs(b.logs)
+	} else {
+		data, err = (&ptrace.ProtoMarshaler{}).MarshalTraces(b.traces)
+	}
+	if err != nil {
+		return
 	}
 	b.encoded = data
 	b.logs, b.traces = plog.Logs{}, ptrace.Traces{}
@@ -30,20 +33,97 @@ func (b *batch) decoded() (plog.Logs, ptrace.Traces, error) {
 	if b.encoded == nil {
 		return b.logs, b.traces, nil
 	}
-	if b.signal == signalLogs {
-		_, ld, err := pdatarequest.UnmarshalLogs(b.encoded)
+	return decode(b.signal, b.encoded)
+}
+
+func decode(sig signal, data []byte) (plog.Logs, ptrace.Traces, error) {
+	if sig == signalLogs {
+		ld, err := (&plog.ProtoUnmarshaler{}).UnmarshalLogs(data)
 		return ld, ptrace.Traces{}, err
 	}
-	_, td, err := pdatarequest.UnmarshalTraces(b.encoded)
+	td, err := (&ptrace.ProtoUnmarshaler{}).UnmarshalTraces(data)
 	return plog.Logs{}, td, err
 }
 
-// expand decodes a compacted batch's records back into it.
-func (b *batch) expand() error {
-	ld, td, err := b.decoded()
-	if err != nil {
-		return fmt.Errorf("decoding the records that waited compacted: %w", err)
+// expandKept decodes only the records of a compacted batch that keep says
+// yes to (by scan index) back into it, and returns the scan index each
+// decoded record had.
+func (b *batch) expandKept(keep func(i int) bool) ([]int32, error) {
+	f := wireFilter{keep: keep}
+	data, _, err := f.filter(nil, b.encoded, 0)
+	if err == nil {
+		b.logs, b.traces, err = decode(b.signal, data)
 	}
-	b.logs, b.traces, b.encoded = ld, td, nil
-	return nil
+	if err != nil {
+		return nil, fmt.Errorf("decoding the records that waited compacted: %w", err)
+	}
+	b.encoded = nil
+	return f.kept, nil
+}
+
+// wireFilter copies encoded OTLP logs or traces, keeping only some of their
+// records, without decoding them. LogsData and TracesData nest alike: the
+// resources are field 1 of the data, the scopes field 2 of a resource, the
+// records field 2 of a scope.
+type wireFilter struct {
+	keep func(i int) bool
+	// next is the scan index of the next record; kept, those of the records kept.
+	next int
+	kept []int32
+	// scratch holds a resource's and a scope's filtered fields, reused.
+	scratch [2][]byte
+}
+
+const scopeDepth = 2
+
+// filter appends msg, a message at depth (0: the data, 1: a resource, 2: a
+// scope), to dst with only its kept records; a resource or scope that keeps
+// none is left out, as filterLogs leaves it out. Other fields are copied as
+// they are.
+func (f *wireFilter) filter(dst, msg []byte, depth int) ([]byte, bool, error) {
+	children := protowire.Number(2)
+	if depth == 0 {
+		children = 1
+	}
+	start, keptAny := len(dst), false
+	for len(msg) > 0 {
+		num, typ, n := protowire.ConsumeTag(msg)
+		if n < 0 {
+			return dst, false, protowire.ParseError(n)
+		}
+		m := protowire.ConsumeFieldValue(num, typ, msg[n:])
+		if m < 0 {
+			return dst, false, protowire.ParseError(m)
+		}
+		field, value := msg[:n+m], msg[n:n+m]
+		msg = msg[n+m:]
+		switch {
+		case num != children || typ != protowire.BytesType:
+			dst = append(dst, field...)
+		case depth == scopeDepth:
+			i := f.next
+			f.next++
+			if f.keep(i) {
+				dst = append(dst, field...)
+				f.kept = append(f.kept, int32(i))
+				keptAny = true
+			}
+		default:
+			child, _ := protowire.ConsumeBytes(value)
+			inner, kept, err := f.filter(f.scratch[depth][:0], child, depth+1)
+			f.scratch[depth] = inner[:0]
+			if err != nil {
+				return dst, false, err
+			}
+			if kept {
+				dst = protowire.AppendTag(dst, num, protowire.BytesType)
+				dst = protowire.AppendBytes(dst, inner)
+				keptAny = true
+			}
+		}
+	}
+	if !keptAny {
+		return dst[:start], false, nil
+	}
+	return dst, true, nil
 }

@@ -75,22 +75,21 @@ func (s *sampler) openJournal(ctx context.Context, host component.Host) error {
 	return s.replay(ctx)
 }
 
-// keep writes an arriving batch to storage, before its sender is answered,
-// and returns its encoding; nil without storage.
-func (s *sampler) keep(ctx context.Context, b *batch) ([]byte, error) {
+// keep writes an arriving batch to storage, before its sender is answered.
+func (s *sampler) keep(ctx context.Context, b *batch) error {
 	if s.journal == nil {
-		return nil, nil
+		return nil
 	}
 	data, err := marshal(b)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	e := custody.Entry{Seq: s.journal.Next(arrivedKind(b.signal)), Data: data}
 	if err := s.journal.Keep(ctx, e); err != nil {
-		return nil, fmt.Errorf("keeping records in storage: %w", err)
+		return fmt.Errorf("keeping records in storage: %w", err)
 	}
 	b.seq = e.Seq
-	return data, nil
+	return nil
 }
 
 // keepDecided replaces a batch's entry by its kept records, annotated, so

@@ -272,15 +272,14 @@ func (s *sampler) shutdown(ctx context.Context) error {
 // this returns.
 func (s *sampler) submit(ctx context.Context, to *outlet, b *batch) error {
 	b.to, b.ctx = to, context.WithoutCancel(ctx)
-	encoded, err := s.keep(ctx, b)
-	if err != nil {
+	if err := s.keep(ctx, b); err != nil {
 		return err
 	}
 	if s.cfg.CompactWaiting {
-		b.compact(encoded)
+		b.compact()
 	}
 	s.split(b)
-	err = s.hand(ctx, b)
+	err := s.hand(ctx, b)
 	if err != nil {
 		s.unkeep(b)
 	}
@@ -522,14 +521,24 @@ func (s *sampler) release(b *batch) {
 // passOnKept filters a batch down to its kept records, annotates them with
 // their request's verdict and passes them on.
 func (s *sampler) passOnKept(b *batch) error {
-	if err := b.expand(); err != nil {
-		return err
-	}
-	keep := func(i int, attrs pcommon.Map) bool {
+	keeps := func(i int) bool {
 		v := &b.groups[b.records[i]].verdict
-		if v.handedOver || !v.kept {
+		return v.kept && !v.handedOver
+	}
+	scanIndex := func(i int) int { return i }
+	if b.encoded != nil {
+		kept, err := b.expandKept(keeps)
+		if err != nil {
+			return err
+		}
+		keeps = func(int) bool { return true }
+		scanIndex = func(i int) int { return int(kept[i]) }
+	}
+	annotate := func(i int, attrs pcommon.Map) bool {
+		if !keeps(i) {
 			return false
 		}
+		v := &b.groups[b.records[scanIndex(i)]].verdict
 		attrs.PutStr(golden.SamplingPolicy, s.decider.policyName(*v))
 		attrs.PutDouble(golden.SamplingAdjustedCount, v.adjustedCount())
 		if v.failure != nil {
@@ -540,9 +549,9 @@ func (s *sampler) passOnKept(b *batch) error {
 		return true
 	}
 	if b.signal == signalLogs {
-		filterLogs(b.logs, keep)
+		filterLogs(b.logs, annotate)
 	} else {
-		filterTraces(b.traces, keep)
+		filterTraces(b.traces, annotate)
 	}
 	s.keepDecided(b)
 	return b.to.consume(b.ctx, b)
