@@ -332,17 +332,21 @@ type K8sResolverConfig struct {
 
 func (c *HandoverConfig) enabled() bool { return c.Self != "" }
 
-// self is Self as the resolvers name members: an IPv6 address in brackets.
-func (c *HandoverConfig) self() string {
-	if host, port, err := net.SplitHostPort(c.Self); err == nil {
+// self is Self as the resolvers name members.
+func (c *HandoverConfig) self() string { return bracketIPv6(c.Self) }
+
+// bracketIPv6 names a member as the resolvers do: an IPv6 address in
+// brackets, so fd00::7:4317 is [fd00::7]:4317.
+func bracketIPv6(member string) string {
+	if host, port, err := net.SplitHostPort(member); err == nil {
 		return net.JoinHostPort(host, port)
 	}
-	if i := strings.LastIndexByte(c.Self, ':'); i > 0 {
-		if addr, err := netip.ParseAddr(c.Self[:i]); err == nil && addr.Is6() {
-			return net.JoinHostPort(addr.String(), c.Self[i+1:])
+	if i := strings.LastIndexByte(member, ':'); i > 0 {
+		if addr, err := netip.ParseAddr(member[:i]); err == nil && addr.Is6() {
+			return net.JoinHostPort(addr.String(), member[i+1:])
 		}
 	}
-	return c.Self
+	return member
 }
 
 func (c *HandoverConfig) validate(check func(ok bool, key, format string, args ...any)) {
@@ -354,7 +358,14 @@ func (c *HandoverConfig) validate(check func(ok bool, key, format string, args .
 	check(hostPort(c.self()), "handover::self", "must be host:port, e.g. 10.0.0.7:4317; got %q", c.Self)
 	check(static != k8s, "handover::resolver", "must name exactly one of static and k8s")
 	for i, m := range c.Resolver.Static.Members {
-		check(hostPort(m), fmt.Sprintf("handover::resolver::static::members::%d", i), "must be host:port, e.g. loom-gateway-0:4317; got %q", m)
+		key := fmt.Sprintf("handover::resolver::static::members::%d", i)
+		// Refused, not rewritten: the ring must hold the members exactly as
+		// the agents' load_balancing exporter lists (and dials) them.
+		if bracketed := bracketIPv6(m); bracketed != m && hostPort(bracketed) {
+			check(false, key, "an IPv6 address must be in brackets, as the agents list it: %s; got %q", bracketed, m)
+			continue
+		}
+		check(hostPort(m), key, "must be host:port, e.g. loom-gateway-0:4317; got %q", m)
 	}
 	check(!k8s || !strings.ContainsAny(c.Resolver.K8s.Service, "/: "), "handover::resolver::k8s::service",
 		"must be a Service's name.namespace, e.g. loom-gateway-headless.observability; got %q", c.Resolver.K8s.Service)

@@ -89,6 +89,7 @@ func TestValidateNamesTheKeyToFix(t *testing.T) {
 		"share::interval:", "share::max_bytes:", "share::client::endpoint:", `share::peers::0: must be an http(s) URL`,
 		`share::peers::1: must be an http(s) URL`, "share::dns:",
 		`handover::self: must be host:port`, "handover::resolver: must name exactly one", "handover::resolver::static::members::1:",
+		"handover::resolver::static::members::2: an IPv6 address must be in brackets, as the agents list it: [fd00::7]:4317",
 		"handover::resolver::k8s::service:", "handover::resolver::k8s::ports::0:", "handover::client::endpoint:", "handover::timeout:",
 		"volume_guard::max_share:", "policies::7::value_drift::rare_share:", "; value_drift::baseline_records, value_drift::recent_records:",
 	} {
