@@ -33,6 +33,9 @@ func pipelineHealth() *dashboardBuilder {
 		WithPanel(series("Held records released", "Records the stitching hold let go, by outcome (bound, expired, overflow, shutdown), and requests in the binding index.", "short",
 			prom{`sum by (tier, outcome) (rate(otelcol_processor_reqidstitch_hold_released[$__rate_interval]))`, "{{tier}} {{outcome}}"},
 			prom{`sum by (tier) (otelcol_processor_reqidstitch_tracked_requests)`, "{{tier}} tracked requests"})).
+		WithPanel(series("Stitching state dropped", "Held records dropped because the next consumer refused them for good, or too many waited for a retry; and entries evicted from reqidstitch's bounded tables (requests, GPU processes and spans, rule keys) at capacity or by TTL. Capacity evictions mean a bound is too small for the traffic.", "ops",
+			prom{`sum by (tier, cause) (rate(otelcol_processor_reqidstitch_hold_dropped[$__rate_interval]))`, "{{tier}} held records dropped: {{cause}}"},
+			prom{`sum by (tier, table, reason) (rate(otelcol_processor_reqidstitch_evicted[$__rate_interval]))`, "{{tier}} evicted {{table}} ({{reason}})"})).
 		WithPanel(series("Event graph writes", "Events and edge references written to the graph per second.", "ops",
 			prom{`sum by (tier) (rate(otelcol_exporter_eventgraph_events_written[$__rate_interval]))`, "{{tier}} events"},
 			prom{`sum by (tier) (rate(otelcol_exporter_eventgraph_edges_written[$__rate_interval]))`, "{{tier}} edges"})).
