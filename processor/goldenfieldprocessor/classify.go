@@ -98,22 +98,24 @@ type roleTable struct {
 	limit   int
 }
 
+// knownRole points to a role shared by every record with the key: lookups
+// copy a pointer, not the role.
 type knownRole struct {
-	role  fieldRole
+	role  *fieldRole
 	known bool
 }
 
 func newRoleTable(fields map[string]fieldRole) *roleTable {
 	m := make(map[string]knownRole, len(fields))
 	for k, role := range fields {
-		m[k] = knownRole{role, true}
+		m[k] = knownRole{&role, true}
 	}
 	rt := &roleTable{limit: len(m) + roleTableGrowth}
 	rt.current.Store(&m)
 	return rt
 }
 
-func (rt *roleTable) get(k string, classify func() fieldRole) (fieldRole, bool) {
+func (rt *roleTable) get(k string, classify func() *fieldRole) (*fieldRole, bool) {
 	if r, ok := (*rt.current.Load())[k]; ok {
 		return r.role, r.known
 	}
@@ -129,6 +131,13 @@ func (rt *roleTable) get(k string, classify func() fieldRole) (fieldRole, bool) 
 	return r.role, r.known
 }
 
+// The roles classify gives, shared by the keys it classifies; never modified.
+var (
+	plainRole     = &fieldRole{}
+	inputRole     = &fieldRole{input: true}
+	sensitiveRole = &fieldRole{sensitive: true}
+)
+
 // configuredPath is a dotted source field or sensitive attribute: it matches a
 // key that ends with its segments, numeric segments of the key ignored.
 type configuredPath struct {
@@ -141,7 +150,7 @@ type configuredPath struct {
 // it plain; otherwise the first content or sensitive segment decides, for every
 // key under it except one ending in a descriptor (gen_ai.prompt.0.role). In a
 // content-bearing span event, "message" opens content too.
-func (c *compiled) classify(path string, contentEvent bool) fieldRole {
+func (c *compiled) classify(path string, contentEvent bool) *fieldRole {
 	root, last, lastSeg := segmentPlain, segmentPlain, ""
 	lastIsRoot := false
 	for rest := path; rest != ""; {
@@ -159,7 +168,7 @@ func (c *compiled) classify(path string, contentEvent bool) fieldRole {
 		case segmentIndex:
 			continue
 		case segmentQuantity:
-			return fieldRole{}
+			return plainRole
 		}
 		lastIsRoot = root == segmentPlain && kind >= segmentContent
 		if lastIsRoot {
@@ -170,10 +179,15 @@ func (c *compiled) classify(path string, contentEvent bool) fieldRole {
 	if root == segmentPlain {
 		root = c.configuredPathKind(path, lastSeg)
 	}
-	if last == segmentDescriptor && !lastIsRoot {
-		return fieldRole{}
+	switch {
+	case last == segmentDescriptor && !lastIsRoot:
+		return plainRole
+	case root == segmentContent:
+		return inputRole
+	case root == segmentSensitive:
+		return sensitiveRole
 	}
-	return fieldRole{input: root == segmentContent, sensitive: root == segmentSensitive}
+	return plainRole
 }
 
 // configuredPathKind is the kind of the dotted configured name path ends

@@ -85,7 +85,7 @@ func newFieldTable(c *Config) (map[string]fieldRole, []error) {
 // role looks up what to do with an attribute key: the field table, then, for
 // a key not in it, classify (gen_ai.prompt.0.content is raw input); both
 // through the role table, one map lookup for a key seen before.
-func (c *compiled) role(k string) (fieldRole, bool) {
+func (c *compiled) role(k string) (*fieldRole, bool) {
 	return c.roleIn(k, false)
 }
 
@@ -93,12 +93,12 @@ func (c *compiled) role(k string) (fieldRole, bool) {
 // walks the same attributes in the same order, need not look it up again.
 type keyRole struct {
 	key  string
-	role fieldRole
+	role *fieldRole
 }
 
 // noted returns the role of the i-th attribute, k, as normalize noted it,
 // or looks it up when the attributes changed at i since.
-func (c *compiled) noted(sc *scratch, i int, k string) fieldRole {
+func (c *compiled) noted(sc *scratch, i int, k string) *fieldRole {
 	if i < len(sc.roles) && sc.roles[i].key == k {
 		return sc.roles[i].role
 	}
@@ -107,15 +107,14 @@ func (c *compiled) noted(sc *scratch, i int, k string) fieldRole {
 }
 
 // roleIn is role for a key of a span event, which may carry content (isContentEvent).
-func (c *compiled) roleIn(k string, contentEvent bool) (fieldRole, bool) {
-	if !contentEvent {
-		return c.roles.get(k, func() fieldRole { return c.classify(k, false) })
+func (c *compiled) roleIn(k string, contentEvent bool) (*fieldRole, bool) {
+	if contentEvent {
+		if _, configured := c.fields[k]; !configured {
+			role := c.classify(k, true)
+			return role, role.input || role.sensitive
+		}
 	}
-	if role, ok := c.fields[k]; ok {
-		return role, true
-	}
-	role := c.classify(k, true)
-	return role, role.input || role.sensitive
+	return c.roles.get(k, func() *fieldRole { return c.classify(k, false) })
 }
 
 // normalize copies aliases to canonical names, converts numeric fields,

@@ -235,7 +235,7 @@ func (c *compiled) removeAttributes(attrs pcommon.Map, sc *scratch, t *tally) {
 
 // redactValue counts a raw input or sensitive value at where and masks it, or
 // says to remove it.
-func (c *compiled) redactValue(v pcommon.Value, role fieldRole, where target, t *tally) (remove bool) {
+func (c *compiled) redactValue(v pcommon.Value, role *fieldRole, where target, t *tally) (remove bool) {
 	t.redacted(where, role)
 	if c.cfg.Redaction.Mode == RedactionMask {
 		v.SetStr(redactedValue)

@@ -88,7 +88,7 @@ func (t *tally) limited(l extract.Limited) {
 
 // redacted counts one raw input or sensitive value redacted at where; in a
 // record's own attributes raw input is counted apart (targetInput).
-func (t *tally) redacted(where target, role fieldRole) {
+func (t *tally) redacted(where target, role *fieldRole) {
 	if where == targetAttribute && role.input {
 		where = targetInput
 	}
