@@ -131,9 +131,9 @@ func (c *compiled) normalize(attrs pcommon.Map, sc *scratch, t *tally) {
 		case role.sensitive:
 			sc.secrets = append(sc.secrets, k)
 		case role.canonical != "":
-			sc.aliases = append(sc.aliases, k)
+			sc.aliases = append(sc.aliases, keyRole{k, role})
 			if role.convert.Preferred {
-				sc.preferred = append(sc.preferred, k)
+				sc.preferred = append(sc.preferred, keyRole{k, role})
 			}
 		}
 		if v.Type() == pcommon.ValueTypeStr {
@@ -175,29 +175,75 @@ const maxConflicts = 8
 // copyAliases copies alias values to their canonical names; a canonical name
 // already present wins over its aliases, and of several aliases of one name a
 // preferred one (golden.Alias.Preferred) wins, then the first in name order,
-// whatever order the attributes came in. The aliases go in removeAttributes.
-// The aliases that lost are checked for conflicts (noteConflicts).
+// whatever order the attributes came in. The winning aliases that do not stay
+// go first (moveOutAliases); the others go in removeAttributes. The aliases
+// that lost are checked for conflicts (noteConflicts).
 func (c *compiled) copyAliases(attrs pcommon.Map, sc *scratch, t *tally) {
-	slices.Sort(sc.aliases)
-	slices.Sort(sc.preferred)
-	var lost []string
-	for i, aliases := range [2][]string{sc.preferred, sc.aliases} {
+	byKey := func(a, b keyRole) int { return strings.Compare(a.key, b.key) }
+	slices.SortFunc(sc.aliases, byKey)
+	slices.SortFunc(sc.preferred, byKey)
+	var lost []keyRole
+	for i, aliases := range [2][]keyRole{sc.preferred, sc.aliases} {
 		for _, alias := range aliases {
-			role := c.fields[alias]
-			if i == 1 && role.convert.Preferred {
+			if i == 1 && alias.role.convert.Preferred {
 				continue // seen in the first pass
 			}
-			if _, exists := attrs.Get(role.canonical); !exists {
-				v, _ := attrs.Get(alias)
-				putConverted(attrs, role, v)
-			} else if !role.keep { // a gen_ai.* source stays on the record: nothing is lost
+			if _, exists := attrs.Get(alias.role.canonical); !exists && !sc.copying(alias.role.canonical) {
+				sc.copies = append(sc.copies, aliasCopy{keyRole: alias})
+			} else if !alias.role.keep { // a gen_ai.* source stays on the record: nothing is lost
 				lost = append(lost, alias)
 			}
 		}
 	}
+	c.moveOutAliases(attrs, sc)
+	for i, cp := range sc.copies {
+		v := sc.held[i]
+		if cp.role.keep {
+			v, _ = attrs.Get(cp.key)
+		}
+		putConverted(attrs, cp.role, v)
+	}
 	if len(lost) > 0 {
 		c.noteConflicts(attrs, lost, sc, t)
 	}
+}
+
+// aliasCopy is an alias whose value goes to its canonical name.
+type aliasCopy struct {
+	keyRole
+	moved bool // its value is in the scratch's held value of the same index
+}
+
+// copying reports whether an alias of canonical is already to be copied.
+func (sc *scratch) copying(canonical string) bool {
+	return slices.ContainsFunc(sc.copies, func(cp aliasCopy) bool { return cp.role.canonical == canonical })
+}
+
+// moveOutAliases moves the values of the aliases to copy that do not stay on
+// the record (all but gen_ai.*) into sc.held and removes them, so that their
+// canonical names take their room: the attributes need not grow, and the
+// values need not be copied. Their noted roles go with them.
+func (c *compiled) moveOutAliases(attrs pcommon.Map, sc *scratch) {
+	for len(sc.held) < len(sc.copies) {
+		sc.held = append(sc.held, pcommon.NewValueEmpty())
+	}
+	i, kept := -1, 0
+	attrs.RemoveIf(func(k string, v pcommon.Value) bool {
+		i++
+		noted := sc.roles[i] // normalize noted every attribute, in order
+		if noted.role.canonical != "" && !noted.role.keep {
+			j := slices.IndexFunc(sc.copies, func(cp aliasCopy) bool { return cp.key == k })
+			if j >= 0 && !sc.copies[j].moved { // of a key written twice, Get's: the first
+				v.MoveTo(sc.held[j])
+				sc.copies[j].moved = true
+				return true
+			}
+		}
+		sc.roles[kept] = noted
+		kept++
+		return false
+	})
+	sc.roles = sc.roles[:kept]
 }
 
 // noteConflicts keeps visible the values of the aliases in lost that differ
@@ -205,15 +251,15 @@ func (c *compiled) copyAliases(attrs pcommon.Map, sc *scratch, t *tally) {
 // field, and the first maxConflicts are listed in golden.conflicts as
 // "<golden field> <alias>=<value>", the value redacted as the alias's would be.
 // Equal values (after the alias's conversion) are no conflict.
-func (c *compiled) noteConflicts(attrs pcommon.Map, lost []string, sc *scratch, t *tally) {
+func (c *compiled) noteConflicts(attrs pcommon.Map, lost []keyRole, sc *scratch, t *tally) {
 	room := maxConflicts
 	existing, hasList := attrs.Get(golden.ConflictsAttr) // from an upstream goldenfield
 	if hasList = hasList && existing.Type() == pcommon.ValueTypeSlice; hasList {
 		room -= existing.Slice().Len()
 	}
 	for _, alias := range lost {
-		role := c.fields[alias]
-		v, _ := attrs.Get(alias)
+		role := alias.role
+		v, _ := attrs.Get(alias.key)
 		w, _ := attrs.Get(role.canonical)
 		if c.sameValue(role, v, w) {
 			continue
@@ -223,7 +269,7 @@ func (c *compiled) noteConflicts(attrs pcommon.Map, lost []string, sc *scratch, 
 			t.sanitized[issueTooManyConflicts]++
 			continue
 		}
-		sc.conflicts = append(sc.conflicts, role.canonical+" "+alias+"="+c.conflictValue(alias, role, v, t))
+		sc.conflicts = append(sc.conflicts, role.canonical+" "+alias.key+"="+c.conflictValue(alias.key, role, v, t))
 	}
 	if len(sc.conflicts) == 0 {
 		return
@@ -245,7 +291,7 @@ func (c *compiled) noteConflicts(attrs pcommon.Map, lost []string, sc *scratch, 
 // numeric field (2.34 s of gen_ai.latency.e2e is 2340 ms, "2340" is 2340),
 // else as text, trimmed of the alias's prefixes and, for model_ver, mapped
 // through normalize::models.
-func (c *compiled) sameValue(role fieldRole, alias, canonical pcommon.Value) bool {
+func (c *compiled) sameValue(role *fieldRole, alias, canonical pcommon.Value) bool {
 	if role.numeric {
 		a, ok1 := numberOf(alias)
 		b, ok2 := numberOf(canonical)
@@ -299,7 +345,7 @@ func finiteFloat(s string) (float64, bool) {
 // that field's would be), and a map or list is redacted inside first; body
 // patterns are masked later, with the other attributes (removeAttributes).
 // It is cut at max_value_bytes.
-func (c *compiled) conflictValue(alias string, role fieldRole, v pcommon.Value, t *tally) string {
+func (c *compiled) conflictValue(alias string, role *fieldRole, v pcommon.Value, t *tally) string {
 	if c.cfg.Redaction.Enabled {
 		secret, _ := c.role(role.canonical)
 		if !secret.input && !secret.sensitive {
@@ -319,10 +365,11 @@ func (c *compiled) conflictValue(alias string, role fieldRole, v pcommon.Value, 
 	return extract.TruncateUTF8(v.AsString(), c.cfg.Normalize.MaxValueBytes)
 }
 
-// putConverted copies an alias's value to its canonical name, scaled or
+// putConverted puts an alias's value under its canonical name, scaled or
 // trimmed as the convention says. A value that cannot be scaled is copied
-// as it is, for validation to report.
-func putConverted(attrs pcommon.Map, role fieldRole, v pcommon.Value) {
+// as it is, for validation to report; the value of an alias that goes is
+// moved, not copied.
+func putConverted(attrs pcommon.Map, role *fieldRole, v pcommon.Value) {
 	convert := role.convert
 	switch {
 	case convert.Scale != 0 && v.Type() == pcommon.ValueTypeInt:
@@ -331,8 +378,10 @@ func putConverted(attrs pcommon.Map, role fieldRole, v pcommon.Value) {
 		attrs.PutDouble(role.canonical, v.Double()*convert.Scale)
 	case len(convert.TrimPrefix) > 0 && v.Type() == pcommon.ValueTypeStr:
 		attrs.PutStr(role.canonical, trimPrefix(convert, v.Str()))
-	default:
+	case role.keep:
 		copyValue(attrs, role.canonical, v)
+	default:
+		v.MoveTo(attrs.PutEmpty(role.canonical))
 	}
 }
 

@@ -97,13 +97,15 @@ type scratch struct {
 	fields    []extract.Field // found in the body
 	roles     []keyRole       // of the record's attributes, in order, as normalize found them
 	format    bodyFormat
-	oversized bool     // the body was parsed only up to max_body_bytes
-	inputs    []string // raw input attributes present
-	secrets   []string // sensitive attributes present
-	aliases   []string // alias attributes present
-	preferred []string // those of them that win over the others (golden.Alias.Preferred)
-	numeric   []string // numeric attributes present
-	conflicts []string // golden.conflicts entries of this record (copyAliases)
+	oversized bool      // the body was parsed only up to max_body_bytes
+	inputs    []string  // raw input attributes present
+	secrets   []string  // sensitive attributes present
+	aliases   []keyRole // alias attributes present
+	preferred []keyRole // those of them that win over the others (golden.Alias.Preferred)
+	copies    []aliasCopy
+	held      []pcommon.Value // the values of copies moved out of the record; reused
+	numeric   []string        // numeric attributes present
+	conflicts []string        // golden.conflicts entries of this record (copyAliases)
 	failures  []failure
 	masks     []bodyMask
 }
@@ -111,7 +113,7 @@ type scratch struct {
 func (sc *scratch) reset() {
 	sc.fields, sc.format, sc.oversized = sc.fields[:0], formatNone, false
 	sc.inputs, sc.secrets, sc.aliases, sc.numeric = sc.inputs[:0], sc.secrets[:0], sc.aliases[:0], sc.numeric[:0]
-	sc.preferred, sc.conflicts = sc.preferred[:0], sc.conflicts[:0]
+	sc.preferred, sc.copies, sc.conflicts = sc.preferred[:0], sc.copies[:0], sc.conflicts[:0]
 	sc.roles = sc.roles[:0]
 	sc.failures = sc.failures[:0]
 }
