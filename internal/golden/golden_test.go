@@ -124,6 +124,10 @@ func FuzzHashInput(f *testing.F) {
 		if got := HashInput(input); got != hex.EncodeToString(want[:InputHashLen/2]) {
 			t.Fatalf("HashInput(%q) = %s disagrees with sha256(NormalizeInput)", input, got)
 		}
+		want = sha256.Sum256([]byte(strings.ToLower(NormalizeInput(input))))
+		if got := HashInputWith(input, NormalizeLowercase); got != hex.EncodeToString(want[:InputHashLen/2]) {
+			t.Fatalf("HashInputWith(%q, lowercase) = %s disagrees with sha256(ToLower(NormalizeInput))", input, got)
+		}
 		if HashInputWith(input, NormalizeLowercase) != HashInputWith(strings.ToLower(input), NormalizeLowercase) && utf8.ValidString(input) {
 			t.Fatalf("lowercase normalization of %q depends on case", input)
 		}

@@ -59,8 +59,12 @@ func HashInputWith(input string, n InputNormalization) string {
 func appendNormalized(buf []byte, input string, lower bool) []byte {
 	start, space := len(buf), false
 	for i := 0; i < len(input); {
-		r, size := utf8.DecodeRuneInString(input[i:])
-		if unicode.IsSpace(r) {
+		// ASCII, most prompts, is read a byte at a time, without decoding.
+		r, size := rune(input[i]), 1
+		if r >= utf8.RuneSelf {
+			r, size = utf8.DecodeRuneInString(input[i:])
+		}
+		if isSpace(r) {
 			space = true
 			i += size
 			continue
@@ -69,12 +73,26 @@ func appendNormalized(buf []byte, input string, lower bool) []byte {
 			buf = append(buf, ' ')
 		}
 		space = false
-		if lower {
+		switch {
+		case r < utf8.RuneSelf:
+			if lower && 'A' <= r && r <= 'Z' {
+				r += 'a' - 'A'
+			}
+			buf = append(buf, byte(r))
+		case lower:
 			buf = utf8.AppendRune(buf, unicode.ToLower(r))
-		} else {
+		default:
 			buf = append(buf, input[i:i+size]...)
 		}
 		i += size
 	}
 	return buf
+}
+
+// isSpace is unicode.IsSpace, answering ASCII without a table lookup.
+func isSpace(r rune) bool {
+	if r < utf8.RuneSelf {
+		return r == ' ' || '\t' <= r && r <= '\r'
+	}
+	return unicode.IsSpace(r)
 }
