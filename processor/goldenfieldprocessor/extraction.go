@@ -43,14 +43,15 @@ func (c *compiled) extractBody(body pcommon.Value, attrs pcommon.Map, sc *scratc
 		if c.cfg.Redaction.Enabled {
 			c.scrubRawFields(sc, t)
 		}
+		attrs.EnsureCapacity(attrs.Len() + len(sc.fields)) // grown once, not field by field
 		for _, f := range sc.fields {
 			if sc.format == formatText && c.isModelKey(f.Key) && plainWord(f.Str) {
 				// "INFO model: model forward completed" names no model.
 				t.sanitized[issueNotAModel]++
 				continue
 			}
-			if _, exists := attrs.Get(f.Key); !exists {
-				putField(attrs, f)
+			if v, exists := attrs.GetOrPutEmpty(f.Key); !exists {
+				setField(v, f)
 			}
 		}
 	case pcommon.ValueTypeMap:
@@ -104,16 +105,16 @@ func plainWord(s string) bool {
 	return s != ""
 }
 
-func putField(attrs pcommon.Map, f extract.Field) {
+func setField(v pcommon.Value, f extract.Field) {
 	switch f.Kind {
 	case extract.Int:
-		attrs.PutInt(f.Key, f.Int)
+		v.SetInt(f.Int)
 	case extract.Double:
-		attrs.PutDouble(f.Key, f.Double)
+		v.SetDouble(f.Double)
 	case extract.Bool:
-		attrs.PutBool(f.Key, f.Bool)
+		v.SetBool(f.Bool)
 	default:
-		attrs.PutStr(f.Key, f.Str)
+		v.SetStr(f.Str)
 	}
 }
 
