@@ -43,7 +43,7 @@ func (c *compiled) extractBody(body pcommon.Value, attrs pcommon.Map, sc *scratc
 		if c.cfg.Redaction.Enabled {
 			c.scrubRawFields(sc, t)
 		}
-		attrs.EnsureCapacity(attrs.Len() + len(sc.fields)) // grown once, not field by field
+		attrs.EnsureCapacity(attrs.Len() + len(sc.fields) + addedToEveryRecord) // grown once, not field by field
 		for _, f := range sc.fields {
 			if sc.format == formatText && c.isModelKey(f.Key) && plainWord(f.Str) {
 				// "INFO model: model forward completed" names no model.

@@ -161,13 +161,19 @@ func (p *goldenProcessor) shutdown(context.Context) error {
 	return nil
 }
 
+// addedToEveryRecord counts the attributes every record gains (golden.valid,
+// tag): their room is made once, exactly, where appending would double it.
+const addedToEveryRecord = 1
+
 // process runs the attribute steps on one record, from normalization to
 // validation: the steps logs and spans share.
 func (p *goldenProcessor) process(r *recordView, signal string, at time.Time, sc *scratch, t *tally) {
 	c := p.c
+	r.attrs.EnsureCapacity(r.attrs.Len() + addedToEveryRecord)
 	c.normalize(r.attrs, sc, t)
-	c.hashInput(r.attrs, sc)
+	hash := c.hashInput(r.attrs, sc) // before removeAttributes takes the raw input away
 	c.removeAttributes(r.attrs, sc, t)
+	c.putInputHash(r.attrs, hash, t) // into the room removeAttributes made
 	// Drift sees canonical names: a version that renames request_id to
 	// x_request_id has not lost anything.
 	p.observeDrift(r, signal, at, t)

@@ -149,17 +149,18 @@ func compileBodyPatterns(c *RedactionConfig) ([]bodyPattern, []error) {
 	return out, errs
 }
 
-// hashInput sets input_hash from the raw input field present that comes first
-// in the configured order, unless the record already has an input_hash. A
-// source field is the key itself or its last segments (request.prompt), else
-// the first key under it in the record (gen_ai.prompt.0.content: the first
-// message of an indexed prompt, as instrumentations write them in order).
-func (c *compiled) hashInput(attrs pcommon.Map, sc *scratch) {
+// hashInput returns the input_hash of the raw input field present that comes
+// first in the configured order, or "" when there is none or the record
+// already has an input_hash. A source field is the key itself or its last
+// segments (request.prompt), else the first key under it in the record
+// (gen_ai.prompt.0.content: the first message of an indexed prompt, as
+// instrumentations write them in order). putInputHash adds it.
+func (c *compiled) hashInput(attrs pcommon.Map, sc *scratch) string {
 	if len(sc.inputs) == 0 {
-		return
+		return ""
 	}
 	if _, ok := attrs.Get(golden.InputHash); ok {
-		return
+		return ""
 	}
 	for _, name := range c.cfg.InputHash.SourceFields {
 		for _, under := range [2]func(path, name string) bool{hasPathSuffix, hasPathPrefix} {
@@ -173,10 +174,23 @@ func (c *compiled) hashInput(attrs pcommon.Map, sc *scratch) {
 			}
 			if first != "" {
 				v, _ := attrs.Get(first)
-				attrs.PutStr(golden.InputHash, golden.HashInputWith(v.AsString(), c.cfg.InputHash.Normalization))
-				return
+				return golden.HashInputWith(v.AsString(), c.cfg.InputHash.Normalization)
 			}
 		}
+	}
+	return ""
+}
+
+// putInputHash adds the input_hash hashInput returned once removeAttributes
+// has made room, and treats it as removeAttributes treats the others.
+func (c *compiled) putInputHash(attrs pcommon.Map, hash string, t *tally) {
+	if hash == "" {
+		return
+	}
+	v := attrs.PutEmpty(golden.InputHash)
+	v.SetStr(hash)
+	if role, _ := c.role(golden.InputHash); c.removeAttribute(golden.InputHash, v, role, t) {
+		attrs.Remove(golden.InputHash) // the last attribute: the others keep their order
 	}
 }
 
@@ -205,8 +219,7 @@ func comparePaths(a, b string) int {
 // attributes; in the values left it redacts at any depth (scrubValue). With
 // redaction off, raw input is kept and only sanitized.
 func (c *compiled) removeAttributes(attrs pcommon.Map, sc *scratch, t *tally) {
-	redact := c.cfg.Redaction.Enabled
-	if !redact {
+	if !c.cfg.Redaction.Enabled {
 		for _, k := range sc.inputs {
 			if v, ok := attrs.Get(k); ok && v.Type() == pcommon.ValueTypeStr {
 				c.sanitize(v, t, true)
@@ -219,18 +232,23 @@ func (c *compiled) removeAttributes(attrs pcommon.Map, sc *scratch, t *tally) {
 	i := -1
 	attrs.RemoveIf(func(k string, v pcommon.Value) bool {
 		i++
-		role := c.noted(sc, i, k)
-		switch {
-		case role.canonical != "" && !role.keep:
-			return true
-		case !redact:
-			return false
-		case role.input || role.sensitive:
-			return c.redactValue(v, role, targetAttribute, t)
-		}
-		c.scrubValue(v, k, false, targetAttribute, t)
-		return false
+		return c.removeAttribute(k, v, c.noted(sc, i, k), t)
 	})
+}
+
+// removeAttribute is removeAttributes for one attribute: it says whether to
+// remove it, and redacts or scrubs it otherwise.
+func (c *compiled) removeAttribute(k string, v pcommon.Value, role *fieldRole, t *tally) (remove bool) {
+	switch {
+	case role.canonical != "" && !role.keep:
+		return true
+	case !c.cfg.Redaction.Enabled:
+		return false
+	case role.input || role.sensitive:
+		return c.redactValue(v, role, targetAttribute, t)
+	}
+	c.scrubValue(v, k, false, targetAttribute, t)
+	return false
 }
 
 // redactValue counts a raw input or sensitive value at where and masks it, or
