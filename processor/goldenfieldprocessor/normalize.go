@@ -156,7 +156,7 @@ func (c *compiled) normalize(attrs pcommon.Map, sc *scratch, t *tally) {
 		}
 	}
 	if v, ok := attrs.Get(golden.Stage); ok && v.Type() == pcommon.ValueTypeStr {
-		if s := normalizeStage(v.Str()); s != v.Str() {
+		if s := sc.normalizedStage(v.Str()); s != v.Str() {
 			v.SetStr(s)
 		}
 	}
@@ -469,6 +469,29 @@ func boundedFieldName(k string) string {
 		return golden.ResourceUsagePrefix + "*"
 	}
 	return k
+}
+
+// maxRememberedStages bounds the stage names a batch's scratch remembers.
+const maxRememberedStages = 64
+
+// normalizedStage is normalizeStage, its answers for names that are not
+// already paths remembered for the batch: its records mostly share a few
+// stage names, written as their services write them.
+func (sc *scratch) normalizedStage(s string) string {
+	if isStagePath(s) {
+		return s
+	}
+	if path, ok := sc.stages[s]; ok {
+		return path
+	}
+	path := normalizeStage(s)
+	if len(sc.stages) < maxRememberedStages {
+		if sc.stages == nil {
+			sc.stages = map[string]string{}
+		}
+		sc.stages[s] = path
+	}
+	return path
 }
 
 // normalizeStage lowercases a stage and makes it a /-separated path:

@@ -108,6 +108,7 @@ type scratch struct {
 	conflicts []string        // golden.conflicts entries of this record (copyAliases)
 	failures  []failure
 	masks     []bodyMask
+	stages    map[string]string // normalizedStage's, kept across the batch's records
 }
 
 func (sc *scratch) reset() {
