@@ -471,27 +471,13 @@ func boundedFieldName(k string) string {
 	return k
 }
 
-// maxRememberedStages bounds the stage names a batch's scratch remembers.
-const maxRememberedStages = 64
-
-// normalizedStage is normalizeStage, its answers for names that are not
-// already paths remembered for the batch: its records mostly share a few
-// stage names, written as their services write them.
+// normalizedStage is normalizeStage, remembered for the batch for names
+// that are not already paths.
 func (sc *scratch) normalizedStage(s string) string {
 	if isStagePath(s) {
 		return s
 	}
-	if path, ok := sc.stages[s]; ok {
-		return path
-	}
-	path := normalizeStage(s)
-	if len(sc.stages) < maxRememberedStages {
-		if sc.stages == nil {
-			sc.stages = map[string]string{}
-		}
-		sc.stages[s] = path
-	}
-	return path
+	return sc.stages.get(s, normalizeStage)
 }
 
 // normalizeStage lowercases a stage and makes it a /-separated path:

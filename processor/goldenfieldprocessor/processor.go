@@ -108,7 +108,30 @@ type scratch struct {
 	conflicts []string        // golden.conflicts entries of this record (copyAliases)
 	failures  []failure
 	masks     []bodyMask
-	stages    map[string]string // normalizedStage's, kept across the batch's records
+	stages    batchMemo // normalizeStage's answers
+	families  batchMemo // golden.ModelFamily's answers
+}
+
+// maxRemembered bounds the answers a batchMemo keeps.
+const maxRemembered = 64
+
+// batchMemo remembers a function's answers across the records of a batch:
+// they mostly share a few stage names and model versions, written as their
+// services write them.
+type batchMemo map[string]string
+
+func (m *batchMemo) get(s string, f func(string) string) string {
+	if answer, ok := (*m)[s]; ok {
+		return answer
+	}
+	answer := f(s)
+	if len(*m) < maxRemembered {
+		if *m == nil {
+			*m = batchMemo{}
+		}
+		(*m)[s] = answer
+	}
+	return answer
 }
 
 func (sc *scratch) reset() {
@@ -177,14 +200,14 @@ func (p *goldenProcessor) process(r *recordView, signal string, at time.Time, sc
 	c.putInputHash(r.attrs, hash, t) // into the room removeAttributes made
 	// Drift sees canonical names: a version that renames request_id to
 	// x_request_id has not lost anything.
-	p.observeDrift(r, signal, at, t)
+	p.observeDrift(r, signal, at, sc, t)
 	c.validator.check(r, sc)
 }
 
 // observeDrift counts a record's fields in its version's schema. Records that
 // report an error stay out: a canary version whose requests all fail writes
 // only error-path fields, which the version serving beside it does not lack.
-func (p *goldenProcessor) observeDrift(r *recordView, signal string, at time.Time, t *tally) {
+func (p *goldenProcessor) observeDrift(r *recordView, signal string, at time.Time, sc *scratch, t *tally) {
 	if p.tracker == nil || r.reportsError {
 		return
 	}
@@ -193,7 +216,7 @@ func (p *goldenProcessor) observeDrift(r *recordView, signal string, at time.Tim
 		return
 	}
 	stage, _ := r.attrs.Get(golden.Stage)
-	key := lineageKey{signal: signal, service: serviceLabel(r.service), stage: stage.Str(), family: golden.ModelFamily(ver.Str())}
+	key := lineageKey{signal: signal, service: serviceLabel(r.service), stage: stage.Str(), family: sc.families.get(ver.Str(), golden.ModelFamily)}
 	evicted, event, mark := p.tracker.observe(key, ver.Str(), r.attrs, at)
 	t.evicted += int64(evicted)
 	if event != nil {
