@@ -119,28 +119,36 @@ func (c *compiled) roleIn(k string, contentEvent bool) (*fieldRole, bool) {
 
 // normalize copies aliases to canonical names, converts numeric fields,
 // normalizes stage and model_ver and sanitizes string values. Raw input and
-// sensitive attributes are only noted in sc, for hashInput and redact.
+// sensitive attributes are only noted in sc, for hashInput and redact. The
+// aliases that do not stay on the record (all but gen_ai.*) leave it in the
+// same pass, their values moved to sc, so that their canonical names take
+// their room: the attributes need not grow, and the values need not be copied.
 func (c *compiled) normalize(attrs pcommon.Map, sc *scratch, t *tally) {
-	attrs.Range(func(k string, v pcommon.Value) bool {
+	attrs.RemoveIf(func(k string, v pcommon.Value) bool {
 		role, known := c.role(k)
-		sc.roles = append(sc.roles, keyRole{k, role})
 		switch {
 		case role.input:
+			sc.roles = append(sc.roles, keyRole{k, role})
 			sc.inputs = append(sc.inputs, k)
-			return true // hashed whole before anything else touches it
+			return false // hashed whole before anything else touches it
 		case role.sensitive:
 			sc.secrets = append(sc.secrets, k)
-		case role.canonical != "":
-			sc.aliases = append(sc.aliases, keyRole{k, role})
-			if role.convert.Preferred {
-				sc.preferred = append(sc.preferred, keyRole{k, role})
-			}
 		}
 		if v.Type() == pcommon.ValueTypeStr {
 			c.sanitize(v, t, k != golden.ReqID && role.canonical != golden.ReqID)
 		}
 		if role.numeric || !known && golden.IsResourceUsage(k) {
 			sc.numeric = append(sc.numeric, k)
+		}
+		if role.canonical == "" || role.keep {
+			sc.roles = append(sc.roles, keyRole{k, role})
+			if role.canonical != "" {
+				sc.noteAlias(aliasValue{keyRole: keyRole{k, role}})
+			}
+			return false
+		}
+		if !slices.ContainsFunc(sc.aliases, func(a aliasValue) bool { return a.key == k }) { // of a key written twice, the first, as Get finds it
+			sc.noteAlias(aliasValue{keyRole{k, role}, sc.hold(v)})
 		}
 		return true
 	})
@@ -175,75 +183,62 @@ const maxConflicts = 8
 // copyAliases copies alias values to their canonical names; a canonical name
 // already present wins over its aliases, and of several aliases of one name a
 // preferred one (golden.Alias.Preferred) wins, then the first in name order,
-// whatever order the attributes came in. The winning aliases that do not stay
-// go first (moveOutAliases); the others go in removeAttributes. The aliases
-// that lost are checked for conflicts (noteConflicts).
+// whatever order the attributes came in. The aliases that lost are checked
+// for conflicts (noteConflicts).
 func (c *compiled) copyAliases(attrs pcommon.Map, sc *scratch, t *tally) {
-	byKey := func(a, b keyRole) int { return strings.Compare(a.key, b.key) }
+	byKey := func(a, b aliasValue) int { return strings.Compare(a.key, b.key) }
 	slices.SortFunc(sc.aliases, byKey)
 	slices.SortFunc(sc.preferred, byKey)
-	var lost []keyRole
-	for i, aliases := range [2][]keyRole{sc.preferred, sc.aliases} {
+	var lost []aliasValue
+	for i, aliases := range [2][]aliasValue{sc.preferred, sc.aliases} {
 		for _, alias := range aliases {
 			if i == 1 && alias.role.convert.Preferred {
 				continue // seen in the first pass
 			}
-			if _, exists := attrs.Get(alias.role.canonical); !exists && !sc.copying(alias.role.canonical) {
-				sc.copies = append(sc.copies, aliasCopy{keyRole: alias})
+			if _, exists := attrs.Get(alias.role.canonical); !exists {
+				putConverted(attrs, alias.role, alias.current(attrs))
 			} else if !alias.role.keep { // a gen_ai.* source stays on the record: nothing is lost
 				lost = append(lost, alias)
 			}
 		}
-	}
-	c.moveOutAliases(attrs, sc)
-	for i, cp := range sc.copies {
-		v := sc.held[i]
-		if cp.role.keep {
-			v, _ = attrs.Get(cp.key)
-		}
-		putConverted(attrs, cp.role, v)
 	}
 	if len(lost) > 0 {
 		c.noteConflicts(attrs, lost, sc, t)
 	}
 }
 
-// aliasCopy is an alias whose value goes to its canonical name.
-type aliasCopy struct {
+// aliasValue is an alias attribute and, unless it stays on the record
+// (gen_ai.*), its value, moved out of the record.
+type aliasValue struct {
 	keyRole
-	moved bool // its value is in the scratch's held value of the same index
+	moved pcommon.Value
 }
 
-// copying reports whether an alias of canonical is already to be copied.
-func (sc *scratch) copying(canonical string) bool {
-	return slices.ContainsFunc(sc.copies, func(cp aliasCopy) bool { return cp.role.canonical == canonical })
+// current returns the alias's value.
+func (a aliasValue) current(attrs pcommon.Map) pcommon.Value {
+	if a.role.keep {
+		v, _ := attrs.Get(a.key)
+		return v
+	}
+	return a.moved
 }
 
-// moveOutAliases moves the values of the aliases to copy that do not stay on
-// the record (all but gen_ai.*) into sc.held and removes them, so that their
-// canonical names take their room: the attributes need not grow, and the
-// values need not be copied. Their noted roles go with them.
-func (c *compiled) moveOutAliases(attrs pcommon.Map, sc *scratch) {
-	for len(sc.held) < len(sc.copies) {
+func (sc *scratch) noteAlias(a aliasValue) {
+	sc.aliases = append(sc.aliases, a)
+	if a.role.convert.Preferred {
+		sc.preferred = append(sc.preferred, a)
+	}
+}
+
+// hold moves v into one of the scratch's values, reused from record to record.
+func (sc *scratch) hold(v pcommon.Value) pcommon.Value {
+	if sc.holding == len(sc.held) {
 		sc.held = append(sc.held, pcommon.NewValueEmpty())
 	}
-	i, kept := -1, 0
-	attrs.RemoveIf(func(k string, v pcommon.Value) bool {
-		i++
-		noted := sc.roles[i] // normalize noted every attribute, in order
-		if noted.role.canonical != "" && !noted.role.keep {
-			j := slices.IndexFunc(sc.copies, func(cp aliasCopy) bool { return cp.key == k })
-			if j >= 0 && !sc.copies[j].moved { // of a key written twice, Get's: the first
-				v.MoveTo(sc.held[j])
-				sc.copies[j].moved = true
-				return true
-			}
-		}
-		sc.roles[kept] = noted
-		kept++
-		return false
-	})
-	sc.roles = sc.roles[:kept]
+	held := sc.held[sc.holding]
+	sc.holding++
+	v.MoveTo(held)
+	return held
 }
 
 // noteConflicts keeps visible the values of the aliases in lost that differ
@@ -251,7 +246,7 @@ func (c *compiled) moveOutAliases(attrs pcommon.Map, sc *scratch) {
 // field, and the first maxConflicts are listed in golden.conflicts as
 // "<golden field> <alias>=<value>", the value redacted as the alias's would be.
 // Equal values (after the alias's conversion) are no conflict.
-func (c *compiled) noteConflicts(attrs pcommon.Map, lost []keyRole, sc *scratch, t *tally) {
+func (c *compiled) noteConflicts(attrs pcommon.Map, lost []aliasValue, sc *scratch, t *tally) {
 	room := maxConflicts
 	existing, hasList := attrs.Get(golden.ConflictsAttr) // from an upstream goldenfield
 	if hasList = hasList && existing.Type() == pcommon.ValueTypeSlice; hasList {
@@ -259,7 +254,7 @@ func (c *compiled) noteConflicts(attrs pcommon.Map, lost []keyRole, sc *scratch,
 	}
 	for _, alias := range lost {
 		role := alias.role
-		v, _ := attrs.Get(alias.key)
+		v := alias.current(attrs)
 		w, _ := attrs.Get(role.canonical)
 		if c.sameValue(role, v, w) {
 			continue

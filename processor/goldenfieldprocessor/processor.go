@@ -97,13 +97,13 @@ type scratch struct {
 	fields    []extract.Field // found in the body
 	roles     []keyRole       // of the record's attributes, in order, as normalize found them
 	format    bodyFormat
-	oversized bool      // the body was parsed only up to max_body_bytes
-	inputs    []string  // raw input attributes present
-	secrets   []string  // sensitive attributes present
-	aliases   []keyRole // alias attributes present
-	preferred []keyRole // those of them that win over the others (golden.Alias.Preferred)
-	copies    []aliasCopy
-	held      []pcommon.Value // the values of copies moved out of the record; reused
+	oversized bool            // the body was parsed only up to max_body_bytes
+	inputs    []string        // raw input attributes present
+	secrets   []string        // sensitive attributes present
+	aliases   []aliasValue    // alias attributes present
+	preferred []aliasValue    // those of them that win over the others (golden.Alias.Preferred)
+	held      []pcommon.Value // values moved out of records (hold), reused
+	holding   int             // of held, by this record
 	numeric   []string        // numeric attributes present
 	conflicts []string        // golden.conflicts entries of this record (copyAliases)
 	failures  []failure
@@ -137,7 +137,7 @@ func (m *batchMemo) get(s string, f func(string) string) string {
 func (sc *scratch) reset() {
 	sc.fields, sc.format, sc.oversized = sc.fields[:0], formatNone, false
 	sc.inputs, sc.secrets, sc.aliases, sc.numeric = sc.inputs[:0], sc.secrets[:0], sc.aliases[:0], sc.numeric[:0]
-	sc.preferred, sc.copies, sc.conflicts = sc.preferred[:0], sc.copies[:0], sc.conflicts[:0]
+	sc.preferred, sc.holding, sc.conflicts = sc.preferred[:0], 0, sc.conflicts[:0]
 	sc.roles = sc.roles[:0]
 	sc.failures = sc.failures[:0]
 }

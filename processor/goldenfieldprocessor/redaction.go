@@ -214,10 +214,10 @@ func comparePaths(a, b string) int {
 	return cmp.Compare(len(a), len(b))
 }
 
-// removeAttributes removes, in one pass, the aliases that were copied to their
-// canonical names and, unless they are masked, raw input and sensitive
-// attributes; in the values left it redacts at any depth (scrubValue). With
-// redaction off, raw input is kept and only sanitized.
+// removeAttributes removes, in one pass, raw input and sensitive attributes
+// unless they are masked (the aliases left in normalize); in the values left
+// it redacts at any depth (scrubValue). With redaction off, raw input is kept
+// and only sanitized.
 func (c *compiled) removeAttributes(attrs pcommon.Map, sc *scratch, t *tally) {
 	if !c.cfg.Redaction.Enabled {
 		for _, k := range sc.inputs {
@@ -225,9 +225,7 @@ func (c *compiled) removeAttributes(attrs pcommon.Map, sc *scratch, t *tally) {
 				c.sanitize(v, t, true)
 			}
 		}
-		if len(sc.aliases) == 0 {
-			return
-		}
+		return
 	}
 	i := -1
 	attrs.RemoveIf(func(k string, v pcommon.Value) bool {
