@@ -97,13 +97,37 @@ type keyRole struct {
 }
 
 // noted returns the role of the i-th attribute, k, as normalize noted it,
-// or looks it up when the attributes changed at i since.
+// or as roleAt finds it when the attributes changed at i since.
 func (c *compiled) noted(sc *scratch, i int, k string) *fieldRole {
 	if i < len(sc.roles) && sc.roles[i].key == k {
 		return sc.roles[i].role
 	}
-	role, _ := c.role(k)
+	role, _ := c.roleAt(&sc.removing, i, k)
 	return role
+}
+
+// positionedRole is the key, and its role, that a pass over a record's
+// attributes met at one position.
+type positionedRole struct {
+	key string
+	knownRole
+}
+
+// roleAt is role for k, the i-th attribute a pass over a record meets.
+// The records of a batch mostly carry the same keys in the same order, so
+// the key the pass met at i in the previous record, kept in seen, usually
+// answers with a string comparison instead of a map lookup.
+func (c *compiled) roleAt(seen *[]positionedRole, i int, k string) (*fieldRole, bool) {
+	if i < len(*seen) && (*seen)[i].key == k {
+		return (*seen)[i].role, (*seen)[i].known
+	}
+	role, known := c.role(k)
+	if at := (positionedRole{k, knownRole{role, known}}); i < len(*seen) {
+		(*seen)[i] = at
+	} else if i == len(*seen) {
+		*seen = append(*seen, at)
+	}
+	return role, known
 }
 
 // roleIn is role for a key of a span event, which may carry content (isContentEvent).
@@ -124,8 +148,10 @@ func (c *compiled) roleIn(k string, contentEvent bool) (*fieldRole, bool) {
 // same pass, their values moved to sc, so that their canonical names take
 // their room: the attributes need not grow, and the values need not be copied.
 func (c *compiled) normalize(attrs pcommon.Map, sc *scratch, t *tally) {
+	i := -1
 	attrs.RemoveIf(func(k string, v pcommon.Value) bool {
-		role, known := c.role(k)
+		i++
+		role, known := c.roleAt(&sc.normalizing, i, k)
 		switch {
 		case role.input:
 			sc.roles = append(sc.roles, keyRole{k, role})

@@ -108,8 +108,11 @@ type scratch struct {
 	conflicts []string        // golden.conflicts entries of this record (copyAliases)
 	failures  []failure
 	masks     []bodyMask
-	stages    batchMemo // normalizeStage's answers
-	families  batchMemo // golden.ModelFamily's answers
+	// The keys met by position in the batch's last record, by normalize,
+	// removeAttributes and maskFields (roleAt).
+	normalizing, removing, masking []positionedRole
+	stages                         batchMemo // normalizeStage's answers
+	families                       batchMemo // golden.ModelFamily's answers
 }
 
 // maxRemembered bounds the answers a batchMemo keeps.

@@ -381,8 +381,8 @@ type bodyMask struct {
 // of the JSON fields scrubRawFields redacted.
 func (c *compiled) maskFields(s string, sc *scratch, t *tally) string {
 	sc.masks = sc.masks[:0]
-	for _, f := range sc.fields {
-		if role, _ := c.role(f.Key); role.input || role.sensitive {
+	for i, f := range sc.fields {
+		if role, _ := c.roleAt(&sc.masking, i, f.Key); role.input || role.sensitive {
 			sc.masks = append(sc.masks, bodyMask{start: f.Start, end: f.End})
 		} else if f.Kind == extract.Raw && f.Str != s[f.Start:f.End] { // scrubbed by scrubRawFields
 			sc.masks = append(sc.masks, bodyMask{f.Start, f.End, f.Str})
