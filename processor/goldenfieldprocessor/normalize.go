@@ -118,15 +118,14 @@ type positionedRole struct {
 // the key the pass met at i in the previous record, kept in seen, usually
 // answers with a string comparison instead of a map lookup.
 func (c *compiled) roleAt(seen *[]positionedRole, i int, k string) (*fieldRole, bool) {
-	if i < len(*seen) && (*seen)[i].key == k {
+	if i < len(*seen) && (*seen)[i].role != nil && (*seen)[i].key == k {
 		return (*seen)[i].role, (*seen)[i].known
 	}
 	role, known := c.role(k)
-	if at := (positionedRole{k, knownRole{role, known}}); i < len(*seen) {
-		(*seen)[i] = at
-	} else if i == len(*seen) {
-		*seen = append(*seen, at)
+	for len(*seen) <= i {
+		*seen = append(*seen, positionedRole{}) // a position noted answered: matches nothing
 	}
+	(*seen)[i] = positionedRole{k, knownRole{role, known}}
 	return role, known
 }
 
