@@ -3,6 +3,7 @@ package extract
 import (
 	"fmt"
 	"regexp"
+	"regexp/syntax"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,7 +15,14 @@ import (
 type Text struct {
 	keys     map[string]struct{}
 	keyLens  []int // the keys' distinct lengths, longest first
-	patterns []*regexp.Regexp
+	patterns []pattern
+}
+
+// pattern is a regular expression and the literal every match of it starts
+// with, after assertions such as \b; "" when there is none.
+type pattern struct {
+	re    *regexp.Regexp
+	start string
 }
 
 // NewText compiles a Text extractor. Every pattern must have at least one
@@ -52,9 +60,60 @@ func NewText(keys, patterns []string) (*Text, error) {
 		if !named {
 			return nil, fmt.Errorf("pattern %d (%s) has no named capture group such as (?P<req_id>...)", i, p)
 		}
-		t.patterns = append(t.patterns, re)
+		t.patterns = append(t.patterns, pattern{re, literalStart(p)})
 	}
 	return t, nil
+}
+
+// literalStart returns the case-sensitive literal that every match of the
+// pattern p (which compiles) starts with, after the assertions \b, \B, ^ and
+// \A and inside captures, or "" if it need not start with one.
+func literalStart(p string) string {
+	re, err := syntax.Parse(p, syntax.Perl)
+	for err == nil {
+		switch re.Op {
+		case syntax.OpCapture:
+			re = re.Sub[0]
+			continue
+		case syntax.OpConcat:
+			i := 0
+			for i < len(re.Sub) && slices.Contains([]syntax.Op{syntax.OpWordBoundary, syntax.OpNoWordBoundary, syntax.OpBeginLine, syntax.OpBeginText}, re.Sub[i].Op) {
+				i++
+			}
+			if i == len(re.Sub) {
+				return ""
+			}
+			re = re.Sub[i]
+			continue
+		case syntax.OpLiteral:
+			if re.Flags&syntax.FoldCase == 0 {
+				return string(re.Rune)
+			}
+		}
+		return ""
+	}
+	return ""
+}
+
+// find is re.FindStringSubmatchIndex(s). When every match starts with a
+// literal, none starts before its first occurrence in s: the search starts
+// there, with the one byte before it that \b and (?m)^ look at.
+func (p pattern) find(s string) []int {
+	if p.start == "" {
+		return p.re.FindStringSubmatchIndex(s)
+	}
+	i := strings.Index(s, p.start)
+	if i < 0 {
+		return nil
+	}
+	from := max(i-1, 0)
+	m := p.re.FindStringSubmatchIndex(s[from:])
+	for j := range m {
+		if m[j] >= 0 {
+			m[j] += from
+		}
+	}
+	return m
 }
 
 // Extract appends the fields found in s to dst, at most maxFields of them,
@@ -70,12 +129,12 @@ func (t *Text) Extract(s string, maxFields int, dst []Field) ([]Field, Limited) 
 			limited |= LimitedFields
 		}
 	}
-	for _, re := range t.patterns {
-		m := re.FindStringSubmatchIndex(s)
+	for _, p := range t.patterns {
+		m := p.find(s)
 		if m == nil {
 			continue
 		}
-		for g, name := range re.SubexpNames() {
+		for g, name := range p.re.SubexpNames() {
 			if name != "" && m[2*g] >= 0 && m[2*g+1] > m[2*g] {
 				add(Field{Key: name, Kind: String, Str: s[m[2*g]:m[2*g+1]], Start: m[2*g], End: m[2*g+1]})
 			}

@@ -116,3 +116,36 @@ func FuzzTextKeysAgreeWithTheRegexp(f *testing.F) {
 		}
 	})
 }
+
+// A pattern that starts with a literal is searched for from the literal's
+// first occurrence, with the same matches as the whole text gives.
+func FuzzTextPatternsAgreeWithTheRegexp(f *testing.F) {
+	patterns := []string{
+		`\b(?P<req_id>req[-_][a-z_-]*[0-9][0-9A-Za-z_-]*)`, `(?m)^(?P<a>ab+)`, `^(?P<a>ab)`, `\Bé(?P<e>x*)`,
+		`(?P<k>aa)a`, `(?i)(?P<c>req)`, `(?P<alt>ab|cd)`, `\A\b(?:(?P<n>x)y)`,
+	}
+	for _, p := range patterns {
+		f.Add(p, "ab req-1 xreq_a2 \nabb aaaa éx béxx cd xy")
+	}
+	f.Add(patterns[0], "req-abc req_9")
+	f.Fuzz(func(t *testing.T, p, text string) {
+		re, err := regexp.Compile(p)
+		if err != nil {
+			return
+		}
+		want := re.FindStringSubmatchIndex(text)
+		if got := (pattern{re, literalStart(p)}).find(text); !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s on %q: got %v, want %v (start %q)", p, text, got, want, literalStart(p))
+		}
+	})
+}
+
+func TestLiteralStart(t *testing.T) {
+	for p, want := range map[string]string{
+		`\b(?P<req_id>req[-_][a-z_-]*[0-9])`: "req", `^ab`: "ab", `(?m)^\Bx`: "x", `(?i)ab`: "", `a|b`: "", `a*b`: "", `\b`: "", `é+`: "",
+	} {
+		if got := literalStart(p); got != want {
+			t.Errorf("literalStart(%s) = %q, want %q", p, got, want)
+		}
+	}
+}
