@@ -211,9 +211,6 @@ const maxConflicts = 8
 // whatever order the attributes came in. The aliases that lost are checked
 // for conflicts (noteConflicts).
 func (c *compiled) copyAliases(attrs pcommon.Map, sc *scratch, t *tally) {
-	byKey := func(a, b aliasValue) int { return strings.Compare(a.key, b.key) }
-	slices.SortFunc(sc.aliases, byKey)
-	slices.SortFunc(sc.preferred, byKey)
 	var lost []aliasValue
 	for i, aliases := range [2][]aliasValue{sc.preferred, sc.aliases} {
 		for _, alias := range aliases {
@@ -248,11 +245,22 @@ func (a aliasValue) current(attrs pcommon.Map) pcommon.Value {
 	return a.moved
 }
 
+// noteAlias adds a to the record's aliases, which it keeps in key order.
 func (sc *scratch) noteAlias(a aliasValue) {
-	sc.aliases = append(sc.aliases, a)
+	sc.aliases = insertByKey(sc.aliases, a)
 	if a.role.convert.Preferred {
-		sc.preferred = append(sc.preferred, a)
+		sc.preferred = insertByKey(sc.preferred, a)
 	}
+}
+
+// insertByKey inserts a into aliases, in key order. A record has a few
+// aliases: finding the place from the end costs less than sorting them.
+func insertByKey(aliases []aliasValue, a aliasValue) []aliasValue {
+	i := len(aliases)
+	for i > 0 && a.key < aliases[i-1].key {
+		i--
+	}
+	return slices.Insert(aliases, i, a)
 }
 
 // hold moves v into one of the scratch's values, reused from record to record.
