@@ -81,7 +81,7 @@ func hasPhoneTail(s string) bool {
 }
 
 // keyStarts marks the bytes that start an API key or token the api_key
-// pattern accepts ("sk-", "AKIA", "Bearer ", "ghp_", "xox" ...).
+// pattern accepts ("sk-", "AKIA", "bearer" in any case, "ghp_", "xox" ...).
 var keyStarts = [256]bool{'s': true, 'A': true, 'B': true, 'b': true, 'g': true, 'x': true}
 
 // hasKeyPrefix reports whether s contains the start of an API key or token.
@@ -100,8 +100,8 @@ func hasKeyPrefix(s string) bool {
 			ok = strings.HasPrefix(rest, "sk-")
 		case 'A':
 			ok = strings.HasPrefix(rest, "AKIA")
-		case 'B', 'b':
-			ok = strings.HasPrefix(rest[1:], "earer ")
+		case 'B', 'b': // (?i:bearer)\s
+			ok = len(rest) > 6 && strings.EqualFold(rest[1:6], "earer") && strings.IndexByte(" \t\n\f\r", rest[6]) >= 0
 		case 'g':
 			ok = len(rest) > 3 && rest[1] == 'h' && rest[3] == '_' && strings.IndexByte("posu", rest[2]) >= 0
 		case 'x':

@@ -99,6 +99,7 @@ func TestBodyRedaction(t *testing.T) {
 		{"email", `user alice.smith+x@example.co.uk asked`, `user [REDACTED] asked`},
 		{"phone", `call +1 415-555-0132 or (415) 555-0199`, `call [REDACTED] or [REDACTED]`},
 		{"api keys", `key=sk-abcdefghijklmnopqrstuv auth: Bearer abcdefghijklmnopqrstuvwxyz0123`, `key=[REDACTED] auth: [REDACTED]`},
+		{"bearer in any case, after any space", "auth: BEARER abcdefghijklmnopqrstuvwxyz0123 or bearer\tabcdefghijklmnopqrstuvwxyz0123", "auth: [REDACTED] or [REDACTED]"},
 		{"ids, times and numbers are not phones", `req-1715234890123-a1b2c3 at 2024-05-09 12:34:56 took 2340 ms tokens=523`, `req-1715234890123-a1b2c3 at 2024-05-09 12:34:56 took 2340 ms tokens=523`},
 		{"logfmt raw input", `level=info prompt="tell me a secret" req_id=req-1715234890123-a1b2c3`, `level=info prompt=[REDACTED] req_id=req-1715234890123-a1b2c3`},
 		{"JSON sensitive attribute", `{"password":"hunter2","n":1}`, `{"password":"[REDACTED]","n":1}`},
@@ -124,7 +125,7 @@ func TestBodyRedaction(t *testing.T) {
 }
 
 func TestPatternHints(t *testing.T) {
-	for s, want := range map[string]bool{"sk-x": true, "AKIA": true, "Bearer x": true, "bearer x": true, "ghp_x": true, "ghu_x": true, "xoxb": true,
+	for s, want := range map[string]bool{"sk-x": true, "AKIA": true, "Bearer x": true, "bearer x": true, "BEARER x": true, "bEaReR\tx": true, "Bearerx": false, "ghp_x": true, "ghu_x": true, "xoxb": true,
 		"ask me": false, "ghx_": false, "gh": false, "b": false, "": false, "AKI": false,
 		strings.Repeat("x-", 40) + "Bearer x": true, strings.Repeat("ab ", 40): false} {
 		assert.Equal(t, want, hasKeyPrefix(s), s)
