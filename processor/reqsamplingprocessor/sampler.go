@@ -513,7 +513,7 @@ func (s *sampler) release(b *batch) {
 	s.unkeep(b)
 	s.tel.released(b.signal, counts)
 	if err != nil {
-		s.logger.Warn("The next consumer refused kept records", zap.String("signal", signalNames[b.signal]),
+		s.logger.Warn("Kept records were not passed on", zap.String("signal", signalNames[b.signal]),
 			zap.Int64("records", counts[0][outcomeKept]+counts[1][outcomeKept]), zap.Error(err))
 	}
 }
