@@ -148,5 +148,11 @@ func derive(attrs pcommon.Map, field, value string) {
 		list.Slice().AppendEmpty().SetStr(field)
 		return
 	}
-	attrs.PutEmptySlice(golden.DerivedAttr).AppendEmpty().SetStr(field)
+	list := attrs.PutEmptySlice(golden.DerivedAttr)
+	// Room for every field carry derives: a second one is not copied into a new array.
+	list.EnsureCapacity(derivableFields)
+	list.AppendEmpty().SetStr(field)
 }
+
+// derivableFields are the fields carry derives: input_hash and model_ver.
+const derivableFields = 2
