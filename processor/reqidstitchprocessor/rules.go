@@ -161,29 +161,44 @@ func (rs *ruleSet) applySpan(rspans ptrace.ResourceSpans, ss ptrace.ScopeSpans, 
 	}
 }
 
-// apply checks to before from, so that a record is never its own cause.
+// apply checks to before from, so that a record is never its own cause. A
+// record's to condition is evaluated only when a cause it could be the
+// effect of is remembered: most records have none, and conditions are the
+// costly part.
 func (rs *ruleSet) apply(attrs, resource pcommon.Map, event golden.EventHash, at pcommon.Timestamp, ph phase, match func(condition) bool) {
 	for _, r := range rs.rules {
 		key, ok := joinKey(r.joinKeys, attrs, resource)
 		if !ok {
 			continue
 		}
-		effect := ph == effectAndCause && match(r.to)
+		var c cause
+		var effect bool
+		if ph == effectAndCause {
+			c, effect = rs.causeOf(r, key, event, at)
+			effect = effect && match(r.to)
+		}
 		isCause := match(r.from)
 		if !effect && !isCause {
 			continue
 		}
 		rs.mu.Lock()
-		if c, ok := r.causes[key]; effect && ok && c.at <= at && at-c.at <= r.window && c.event != event {
-			if addParent(attrs, c.event.String()+r.edge, r.name) {
-				rs.counts.ruleHits[r.pos]++
-			}
+		if effect && addParent(attrs, c.event.String()+r.edge, r.name) {
+			rs.counts.ruleHits[r.pos]++
 		}
 		if isCause {
 			rs.remember(r, key, cause{event: event, at: at})
 		}
 		rs.mu.Unlock()
 	}
+}
+
+// causeOf returns the cause remembered for key that a record of identity
+// event at time at would be an effect of under r, and whether there is one.
+func (rs *ruleSet) causeOf(r *rule, key string, event golden.EventHash, at pcommon.Timestamp) (cause, bool) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	c, ok := r.causes[key]
+	return c, ok && c.at <= at && at-c.at <= r.window && c.event != event
 }
 
 // flushCounts adds the rule hits and evictions so far to the telemetry and
