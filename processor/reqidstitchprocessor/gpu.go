@@ -142,9 +142,13 @@ func (g *gpuIndex) attribute(k procKey, tid int64, ts pcommon.Timestamp) (gpuSpa
 		return gpuSpan{}, uncovered
 	}
 	sameThread := tid != 0 && p.namesThreads
-	var best gpuSpan
+	var best *gpuSpan
 	outcome := uncovered
-	for _, s := range p.spans[p.first:] {
+	// Spans by reference: the scan reads a few fields of thousands of
+	// spans, and copying each whole span cost more than testing it.
+	spans := p.spans[p.first:]
+	for i := range spans {
+		s := &spans[i]
 		if ts < s.start || ts > s.end || sameThread && s.tid != tid {
 			continue
 		}
@@ -157,7 +161,10 @@ func (g *gpuIndex) attribute(k procKey, tid int64, ts pcommon.Timestamp) (gpuSpa
 			best = s
 		}
 	}
-	return best, outcome
+	if best == nil {
+		return gpuSpan{}, outcome
+	}
+	return *best, outcome
 }
 
 // isGPUEvent reports whether a log record without ids is a GPU event to attribute.
