@@ -40,8 +40,7 @@ func (s *stitcher) stitchLogs(ld plog.Logs, p *pass, hold func(plog.Logs, time.D
 			sl := sls.At(j)
 			sl.LogRecords().RemoveIf(func(lr plog.LogRecord) bool {
 				event := ev.next()
-				if wait := s.stitchLog(o, rl, sl, lr, p); wait != noWait && hold != nil && hold(parkLog(rl, sl, lr), s.waitOf(wait)) {
-					s.rules.applyLog(rl, sl, lr, event, causeOnly)
+				if wait := s.stitchLog(o, rl, sl, lr, p); wait != noWait && hold != nil && s.holdLog(rl, sl, lr, hold, s.waitOf(wait), event) {
 					return true
 				}
 				ev.keep(event)
@@ -222,7 +221,23 @@ func logTime(lr plog.LogRecord) pcommon.Timestamp {
 	return lr.ObservedTimestamp()
 }
 
-// parkLog copies a record, with its resource and scope, into a batch of its own.
+// holdLog offers a record that waits to hold as a batch of its own, with how
+// long it may wait, and reports whether the hold took it. A held record is
+// remembered as a cause as it arrives (see phase); one the hold refuses is
+// put back where it was.
+func (s *stitcher) holdLog(rl plog.ResourceLogs, sl plog.ScopeLogs, lr plog.LogRecord, hold func(plog.Logs, time.Duration) bool, wait time.Duration, event golden.EventHash) bool {
+	parked := parkLog(rl, sl, lr)
+	prl, psl, plr := parkedLog(parked)
+	if !hold(parked, wait) {
+		plr.MoveTo(lr)
+		return false
+	}
+	s.rules.applyLog(prl, psl, plr, event, causeOnly)
+	return true
+}
+
+// parkLog moves a record, with a copy of its resource and scope, into a
+// batch of its own: the record leaves its batch, and is not copied.
 func parkLog(rl plog.ResourceLogs, sl plog.ScopeLogs, lr plog.LogRecord) plog.Logs {
 	ld := plog.NewLogs()
 	prl := ld.ResourceLogs().AppendEmpty()
@@ -231,15 +246,21 @@ func parkLog(rl plog.ResourceLogs, sl plog.ScopeLogs, lr plog.LogRecord) plog.Lo
 	psl := prl.ScopeLogs().AppendEmpty()
 	sl.Scope().CopyTo(psl.Scope())
 	psl.SetSchemaUrl(sl.SchemaUrl())
-	lr.CopyTo(psl.LogRecords().AppendEmpty())
+	lr.MoveTo(psl.LogRecords().AppendEmpty())
 	return ld
+}
+
+// parkedLog is the record of a batch parkLog made, with its resource and scope.
+func parkedLog(ld plog.Logs) (plog.ResourceLogs, plog.ScopeLogs, plog.LogRecord) {
+	rl := ld.ResourceLogs().At(0)
+	sl := rl.ScopeLogs().At(0)
+	return rl, sl, sl.LogRecords().At(0)
 }
 
 // restitchLog retries the binding of a parked record.
 func (s *stitcher) restitchLog(ld plog.Logs, p *pass) bool {
-	rl := ld.ResourceLogs().At(0)
-	sl := rl.ScopeLogs().At(0)
-	return s.stitchLog(s.origin(rl.Resource()), rl, sl, sl.LogRecords().At(0), p) != noWait
+	rl, sl, lr := parkedLog(ld)
+	return s.stitchLog(s.origin(rl.Resource()), rl, sl, lr, p) != noWait
 }
 
 // ruleLogs applies the causal rules to the records of a batch on its way
@@ -298,8 +319,7 @@ func (s *stitcher) stitchSpans(td ptrace.Traces, p *pass, hold func(ptrace.Trace
 			ss.Spans().RemoveIf(func(span ptrace.Span) bool {
 				b := p.spans[next]
 				next++
-				if s.stitchSpan(o, span, b.r, b.event, p) && hold != nil && hold(parkSpan(rs, ss, span), 0) {
-					s.rules.applySpan(rs, ss, span, b.event, causeOnly)
+				if s.stitchSpan(o, span, b.r, b.event, p) && hold != nil && s.holdSpan(rs, ss, span, hold, b.event) {
 					return true
 				}
 				ev.keep(b.event)
@@ -401,6 +421,19 @@ func (s *stitcher) stitchSpan(o origin, span ptrace.Span, r *request, event gold
 	return false
 }
 
+// holdSpan is holdLog for spans, which wait the hold's own duration.
+func (s *stitcher) holdSpan(rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, span ptrace.Span, hold func(ptrace.Traces, time.Duration) bool, event golden.EventHash) bool {
+	parked := parkSpan(rs, ss, span)
+	prs, pss, pspan := parkedSpan(parked)
+	if !hold(parked, 0) {
+		pspan.MoveTo(span)
+		return false
+	}
+	s.rules.applySpan(prs, pss, pspan, event, causeOnly)
+	return true
+}
+
+// parkSpan is parkLog for spans.
 func parkSpan(rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, span ptrace.Span) ptrace.Traces {
 	td := ptrace.NewTraces()
 	prs := td.ResourceSpans().AppendEmpty()
@@ -409,14 +442,19 @@ func parkSpan(rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, span ptrace.Span) p
 	pss := prs.ScopeSpans().AppendEmpty()
 	ss.Scope().CopyTo(pss.Scope())
 	pss.SetSchemaUrl(ss.SchemaUrl())
-	span.CopyTo(pss.Spans().AppendEmpty())
+	span.MoveTo(pss.Spans().AppendEmpty())
 	return td
 }
 
-func (s *stitcher) restitchSpan(td ptrace.Traces, p *pass) bool {
+// parkedSpan is the span of a batch parkSpan made, with its resource and scope.
+func parkedSpan(td ptrace.Traces) (ptrace.ResourceSpans, ptrace.ScopeSpans, ptrace.Span) {
 	rs := td.ResourceSpans().At(0)
 	ss := rs.ScopeSpans().At(0)
-	span := ss.Spans().At(0)
+	return rs, ss, ss.Spans().At(0)
+}
+
+func (s *stitcher) restitchSpan(td ptrace.Traces, p *pass) bool {
+	rs, ss, span := parkedSpan(td)
 	return s.stitchSpan(s.origin(rs.Resource()), span, nil, spanEventID(rs, ss, span), p)
 }
 

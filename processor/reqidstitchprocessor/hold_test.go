@@ -66,7 +66,10 @@ func TestHoldBounds(t *testing.T) {
 
 	small := newHarness(t, func(c *Config) { c.Hold.MaxBytes = 10 })
 	small.consumeLogs(logsOf(orphan(0)))
-	require.Len(t, small.outLogs(), 1, "a record larger than the hold passes at once")
+	refused := small.outLogs()
+	require.Len(t, refused, 1, "a record larger than the hold passes at once")
+	assert.Equal(t, traceID(10), refused[0].TraceID(), "as it was")
+	assert.Equal(t, "orphan", refused[0].Body().Str())
 	assert.Equal(t, int64(1), small.counter("processor_reqidstitch_hold_released", "outcome", "overflow"))
 
 	off := newHarness(t, func(c *Config) { c.Hold.Duration = 0 })
