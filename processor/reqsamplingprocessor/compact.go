@@ -29,16 +29,18 @@ func (b *batch) compact() {
 	if err != nil {
 		return
 	}
-	scratch := compressScratch.Get().(*[]byte)
+	scratch := snappyScratch.Get().(*[]byte)
 	*scratch = snappy.Encode((*scratch)[:cap(*scratch)], data)
 	// Copied out: Snappy writes into room for the worst case, which the
 	// batch would otherwise hold while it waits.
 	b.encoded = bytes.Clone(*scratch)
-	compressScratch.Put(scratch)
+	snappyScratch.Put(scratch)
 	b.logs, b.traces = plog.Logs{}, ptrace.Traces{}
 }
 
-var compressScratch = sync.Pool{New: func() any { return new([]byte) }}
+// snappyScratch holds the buffers Snappy encodes into and decodes into
+// where the result is copied out: one per batch would be garbage at once.
+var snappyScratch = sync.Pool{New: func() any { return new([]byte) }}
 
 // decoded returns the batch's records: its own, or a decoding of its
 // compacted records that the caller owns.
@@ -67,9 +69,14 @@ func decode(sig signal, data []byte) (plog.Logs, ptrace.Traces, error) {
 // decoded record had.
 func (b *batch) expandKept(keep func(i int) bool) ([]int32, error) {
 	f := wireFilter{keep: keep}
-	data, err := snappy.Decode(nil, b.encoded)
+	scratch := snappyScratch.Get().(*[]byte)
+	defer snappyScratch.Put(scratch)
+	all, err := snappy.Decode((*scratch)[:cap(*scratch)], b.encoded)
+	*scratch = all
+	var data []byte
 	if err == nil {
-		data, _, err = f.filter(nil, data, 0)
+		// The filter copies the kept records out of the pooled buffer.
+		data, _, err = f.filter(nil, all, 0)
 	}
 	if err == nil {
 		b.logs, b.traces, err = decode(b.signal, data)
