@@ -63,6 +63,7 @@ var uvmEscapes = map[uint32]string{
 	23:         "UVM_CREATE_RANGE_GROUP",
 	24:         "UVM_DESTROY_RANGE_GROUP",
 	25:         "UVM_REGISTER_GPU_VASPACE",
+	26:         "UVM_UNREGISTER_GPU_VASPACE",
 	27:         "UVM_REGISTER_CHANNEL",
 	29:         "UVM_ENABLE_PEER_ACCESS",
 	33:         "UVM_MAP_EXTERNAL_ALLOCATION",
@@ -74,9 +75,11 @@ var uvmEscapes = map[uint32]string{
 	42:         "UVM_SET_PREFERRED_LOCATION",
 	46:         "UVM_SET_ACCESSED_BY",
 	51:         "UVM_MIGRATE",
+	65:         "UVM_MAP_DYNAMIC_PARALLELISM_REGION",
 	66:         "UVM_UNMAP_EXTERNAL",
 	68:         "UVM_ALLOC_SEMAPHORE_POOL",
 	71:         "UVM_POPULATE_PAGEABLE",
+	72:         "UVM_VALIDATE_VA_RANGE",
 	73:         "UVM_CREATE_EXTERNAL_RANGE",
 	75:         "UVM_MM_INITIALIZE",
 	80:         "UVM_DISCARD",
@@ -169,11 +172,22 @@ var statusOffsets = []statusOffset{
 	{KindRM, 0x4A, 184, 20, 0, 0},     // NVOS32 (VID_HEAP_CONTROL)
 	{KindUVM, 0x30000001, 0, 8, 0, 0}, // UVM_INITIALIZE
 	{KindUVM, 37, 0, 36, 0, 0},        // UVM_REGISTER_GPU
+	{KindUVM, 38, 0, 16, 0, 0},        // UVM_UNREGISTER_GPU
+	{KindUVM, 25, 0, 28, 0, 0},        // UVM_REGISTER_GPU_VASPACE
+	{KindUVM, 26, 0, 16, 0, 0},        // UVM_UNREGISTER_GPU_VASPACE
 	{KindUVM, 23, 0, 8, 0, 0},         // UVM_CREATE_RANGE_GROUP
-	{KindUVM, 34, 0, 8, 0, 0},         // UVM_FREE
-	{KindUVM, 27, 0, 48, 0, 0},        // UVM_REGISTER_CHANNEL
-	{KindUVM, 51, 0, 72, 0, 0},        // UVM_MIGRATE
-	{KindUVM, 39, 0, 4, 0, 0},         // UVM_PAGEABLE_MEM_ACCESS
+	{KindUVM, 24, 0, 8, 0, 0},         // UVM_DESTROY_RANGE_GROUP
+	// UVM_FREE's parameters are base, length, status: an H200 on driver
+	// 580.159 left each freed range's length at offset 8.
+	{KindUVM, 34, 0, 16, 0, 0},
+	{KindUVM, 27, 0, 48, 0, 0}, // UVM_REGISTER_CHANNEL
+	{KindUVM, 51, 0, 72, 0, 0}, // UVM_MIGRATE
+	{KindUVM, 39, 0, 4, 0, 0},  // UVM_PAGEABLE_MEM_ACCESS
+	{KindUVM, 65, 0, 32, 0, 0}, // UVM_MAP_DYNAMIC_PARALLELISM_REGION
+	{KindUVM, 66, 0, 32, 0, 0}, // UVM_UNMAP_EXTERNAL
+	{KindUVM, 72, 0, 16, 0, 0}, // UVM_VALIDATE_VA_RANGE
+	{KindUVM, 73, 0, 16, 0, 0}, // UVM_CREATE_EXTERNAL_RANGE
+	{KindUVM, 75, 0, 4, 0, 0},  // UVM_MM_INITIALIZE
 }
 
 // offsetsFor returns the layouts that hold for a driver version.

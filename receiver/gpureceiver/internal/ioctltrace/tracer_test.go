@@ -200,9 +200,15 @@ func TestSingleDeviceBesideItsWholeMajor(t *testing.T) {
 	const uvmMigrate = 51 // rmStatus at 72
 	migrate := params(80, 72, 0x65)
 	ioctl(null, uvmMigrate, unsafe.Pointer(&migrate[0]))
+	// base, length, rmStatus: the length is no status (a driver on a GPU
+	// left it at offset 8 after a successful call).
+	const uvmFree = 34
+	free := params(24, 16, 0x51)
+	binary.NativeEndian.PutUint64(free[8:], 1<<30)
+	ioctl(null, uvmFree, unsafe.Pointer(&free[0]))
 
-	events := rec.waitFor(t, 2)
-	require.Len(t, events, 2)
+	events := rec.waitFor(t, 3)
+	require.Len(t, events, 3)
 	assert.Equal(t, KindRM, events[0].Kind)
 	assert.Equal(t, uint32(5), events[0].DeviceMinor)
 	assert.Equal(t, "NV_ESC_RM_ALLOC", events[0].Escape)
@@ -210,6 +216,8 @@ func TestSingleDeviceBesideItsWholeMajor(t *testing.T) {
 	assert.Equal(t, uint32(3), events[1].DeviceMinor)
 	assert.Equal(t, "UVM_MIGRATE", events[1].Escape)
 	assert.Equal(t, "NV_ERR_TIMEOUT", events[1].Outcome.StatusName())
+	assert.Equal(t, "UVM_FREE", events[2].Escape)
+	assert.Equal(t, "NV_ERR_NO_MEMORY", events[2].Outcome.StatusName())
 }
 
 // fakeProcDevices is a /proc/devices whose character drivers a test sets.
