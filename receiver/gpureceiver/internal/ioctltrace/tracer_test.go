@@ -31,26 +31,25 @@ const (
 )
 
 type recorder struct {
-	mu     sync.Mutex
-	pid    uint32
-	events []Event
+	mu       sync.Mutex
+	pid      uint32
+	cgroupID uint64
+	events   []Event
 }
 
-// add keeps the events of one process, this one unless told otherwise: the
-// tracer sees every process, and other test binaries trace the same devices
-// at the same time.
+// add keeps the events of one process, this one unless told otherwise, or
+// those of one cgroup: the tracer sees every process, and other test
+// binaries trace the same devices at the same time.
 func (r *recorder) add(e Event) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	pid := r.pid
-	r.mu.Unlock()
 	if pid == 0 {
 		pid = uint32(os.Getpid())
 	}
-	if e.PID != pid {
+	if r.cgroupID != 0 && e.CgroupID != r.cgroupID || r.cgroupID == 0 && e.PID != pid {
 		return
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.events = append(r.events, e)
 }
 
@@ -347,8 +346,10 @@ func TestFullRingBufferCountsDrops(t *testing.T) {
 }
 
 // TestEventsNameTheContainerAndItsOwnPids runs the calling process as a
-// container does: in a pid namespace of its own and in a cgroup named the
-// way containerd names a Kubernetes container's.
+// container does: in a pid namespace of its own, nested in others as deep
+// as depth, and in a cgroup named the way containerd names a Kubernetes
+// container's. The events are those of the cgroup: its id is the
+// directory's inode number.
 func TestEventsNameTheContainerAndItsOwnPids(t *testing.T) {
 	requireRoot(t)
 	const (
@@ -365,25 +366,36 @@ func TestEventsNameTheContainerAndItsOwnPids(t *testing.T) {
 	cgroupFD, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	require.NoError(t, err)
 	defer func() { _ = unix.Close(cgroupFD) }()
+	var cgroup unix.Stat_t
+	require.NoError(t, unix.Fstat(cgroupFD, &cgroup))
 
-	_, rec := startTracer(t, AttachAuto, time.Hour, DeviceMatch{Path: "/dev/null"})
-	child := exec.Command(os.Args[0], "-test.run=^$")
-	child.Env = append(os.Environ(), loopEnv+"=failing:3")
-	child.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID, UseCgroupFD: true, CgroupFD: cgroupFD}
-	child.Stderr = os.Stderr
-	require.NoError(t, child.Start())
-	rec.mu.Lock()
-	rec.pid = uint32(child.Process.Pid)
-	rec.mu.Unlock()
-	require.NoError(t, child.Wait())
+	// The BPF program reads the first levels' pids by direct loads and
+	// deeper ones by a probe read.
+	for _, depth := range []int{1, 2, 3, 4} {
+		t.Run(fmt.Sprintf("pid-namespace-depth-%d", depth), func(t *testing.T) {
+			_, rec := startTracer(t, AttachAuto, time.Hour, DeviceMatch{Path: "/dev/null"})
+			rec.mu.Lock()
+			rec.cgroupID = cgroup.Ino
+			rec.mu.Unlock()
+			var args []string
+			for range depth - 1 {
+				args = append(args, "unshare", "--pid", "--fork")
+			}
+			args = append(args, os.Args[0], "-test.run=^$")
+			child := exec.Command(args[0], args[1:]...)
+			child.Env = append(os.Environ(), loopEnv+"=failing:3")
+			child.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID, UseCgroupFD: true, CgroupFD: cgroupFD}
+			child.Stderr = os.Stderr
+			require.NoError(t, child.Run())
 
-	// Events that came before the pid was set are dropped: wait for any.
-	e := rec.waitFor(t, 1)[0]
-	assert.Equal(t, uint32(1), e.NSPID, "the child is pid 1 of its namespace")
-	assert.NotZero(t, e.NSTID)
-	assert.NotEqual(t, e.TID, e.NSTID)
-	assert.Equal(t, containerID, e.ContainerID)
-	assert.Equal(t, podUID, e.PodUID)
+			e := rec.waitFor(t, 1)[0]
+			assert.Equal(t, uint32(1), e.NSPID, "the looping process is pid 1 of its namespace")
+			assert.NotZero(t, e.NSTID)
+			assert.NotEqual(t, e.TID, e.NSTID)
+			assert.Equal(t, containerID, e.ContainerID)
+			assert.Equal(t, podUID, e.PodUID)
+		})
+	}
 }
 
 // startEnv makes the test binary start a tracer and report the error, for

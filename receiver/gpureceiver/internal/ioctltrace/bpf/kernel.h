@@ -45,6 +45,11 @@ struct file {
 	struct inode *f_inode;
 } __attribute__((preserve_access_index));
 
+/* Only its file pointer: see fd_device. */
+struct kiocb {
+	struct file *ki_filp;
+} __attribute__((preserve_access_index));
+
 struct fdtable {
 	unsigned int max_fds;
 	struct file **fd;
@@ -59,14 +64,16 @@ struct upid {
 	void *ns;
 } __attribute__((preserve_access_index));
 
+/* numbers is a flexible array: one per level, at most three read directly. */
 struct pid {
 	unsigned int level;
-	struct upid numbers[1];
+	struct upid numbers[3];
 } __attribute__((preserve_access_index));
 
 /* kernfs_node's parent was renamed __parent in 6.15: both spellings, for
  * bpf_core_field_exists to pick. */
 struct kernfs_node {
+	__u64 id;
 	const char *name;
 	struct kernfs_node *parent;
 } __attribute__((preserve_access_index));
