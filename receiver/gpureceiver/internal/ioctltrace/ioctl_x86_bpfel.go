@@ -87,6 +87,7 @@ type ioctlStatValue struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	ioctlMapCounters        = "counters"
+	ioctlMapEmitted         = "emitted"
 	ioctlMapEvents          = "events"
 	ioctlMapInflight        = "inflight"
 	ioctlMapMajors          = "majors"
@@ -106,6 +107,7 @@ const (
 	ioctlVarSlowNs          = "slow_ns"
 	ioctlVarStatCacheMask   = "stat_cache_mask"
 	ioctlVarUnusedEvent     = "unused_event"
+	ioctlVarWakeupEvents    = "wakeup_events"
 )
 
 // loadIoctl returns the embedded CollectionSpec for ioctl.
@@ -163,6 +165,7 @@ type ioctlProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type ioctlMapSpecs struct {
 	Counters      *ebpf.MapSpec `ebpf:"counters"`
+	Emitted       *ebpf.MapSpec `ebpf:"emitted"`
 	Events        *ebpf.MapSpec `ebpf:"events"`
 	Inflight      *ebpf.MapSpec `ebpf:"inflight"`
 	Majors        *ebpf.MapSpec `ebpf:"majors"`
@@ -182,6 +185,7 @@ type ioctlVariableSpecs struct {
 	SlowNs          *ebpf.VariableSpec `ebpf:"slow_ns"`
 	StatCacheMask   *ebpf.VariableSpec `ebpf:"stat_cache_mask"`
 	UnusedEvent     *ebpf.VariableSpec `ebpf:"unused_event"`
+	WakeupEvents    *ebpf.VariableSpec `ebpf:"wakeup_events"`
 }
 
 // ioctlObjects contains all objects after they have been loaded into the kernel.
@@ -205,6 +209,7 @@ func (o *ioctlObjects) Close() error {
 // It can be passed to loadIoctlObjects or ebpf.CollectionSpec.LoadAndAssign.
 type ioctlMaps struct {
 	Counters      *ebpf.Map `ebpf:"counters"`
+	Emitted       *ebpf.Map `ebpf:"emitted"`
 	Events        *ebpf.Map `ebpf:"events"`
 	Inflight      *ebpf.Map `ebpf:"inflight"`
 	Majors        *ebpf.Map `ebpf:"majors"`
@@ -219,6 +224,7 @@ type ioctlMaps struct {
 func (m *ioctlMaps) Close() error {
 	return _IoctlClose(
 		m.Counters,
+		m.Emitted,
 		m.Events,
 		m.Inflight,
 		m.Majors,
@@ -239,6 +245,7 @@ type ioctlVariables struct {
 	SlowNs          *ebpf.Variable `ebpf:"slow_ns"`
 	StatCacheMask   *ebpf.Variable `ebpf:"stat_cache_mask"`
 	UnusedEvent     *ebpf.Variable `ebpf:"unused_event"`
+	WakeupEvents    *ebpf.Variable `ebpf:"wakeup_events"`
 }
 
 // ioctlPrograms contains all programs after they have been loaded into the kernel.

@@ -65,6 +65,9 @@ type Options struct {
 	// statCacheSlots replaces the counter cache's size per CPU (a power of
 	// two), for the tests of its collisions.
 	statCacheSlots int
+	// ringPollInterval replaces how often the reader looks at the ring
+	// unwoken, for the tests of the wakeups.
+	ringPollInterval time.Duration
 }
 
 // resolve finds the configured devices registered now.

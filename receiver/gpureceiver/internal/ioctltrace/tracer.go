@@ -76,9 +76,16 @@ func attachHook(mode Attach, p *ebpf.Program, enter bool) (link.Link, error) {
 	return nil, fmt.Errorf("unknown attach mode %q", mode)
 }
 
-// ringPollInterval bounds how long an event waits in the ring: the BPF
-// program wakes the reader only when the ring fills up.
-const ringPollInterval = 100 * time.Millisecond
+// defaultRingPollInterval bounds how long an event waits in the ring: the
+// BPF program wakes the reader only once per quarter of the ring.
+const defaultRingPollInterval = 100 * time.Millisecond
+
+// wakeupEvents is how many events the BPF program writes between two
+// wakeups of the reader: a quarter of a ring of ringSize bytes (a record
+// is the event and an 8-byte header).
+func wakeupEvents(ringSize int) uint32 {
+	return uint32(max(1, ringSize/4/int(unsafe.Sizeof(ioctlEvent{})+8)))
+}
 
 // Start loads and attaches the BPF programs for the configured devices
 // registered now and calls onEvent, from one goroutine, for every failed or
@@ -105,6 +112,9 @@ func Start(opts Options, onEvent func(Event)) (*Tracer, error) {
 		return nil, fmt.Errorf("reading the embedded BPF object: %w", err)
 	}
 	spec.Maps[ioctlMapEvents].MaxEntries = uint32(opts.RingBufferSize)
+	if err := spec.Variables[ioctlVarWakeupEvents].Set(wakeupEvents(opts.RingBufferSize)); err != nil {
+		return nil, fmt.Errorf("setting wakeup_events: %w", err)
+	}
 	cacheSlots := cmp.Or(opts.statCacheSlots, defaultStatCacheSlots)
 	spec.Maps[ioctlMapStatCache].MaxEntries = uint32(cacheSlots)
 	if err := spec.Variables[ioctlVarStatCacheMask].Set(uint32(cacheSlots - 1)); err != nil {
@@ -336,7 +346,7 @@ func linkPair(spec *ebpf.CollectionSpec, mode Attach, enter, exit string, maps m
 
 func (o *tracerObjects) replacements() map[string]*ebpf.Map {
 	return map[string]*ebpf.Map{
-		ioctlMapCounters: o.Counters, ioctlMapEvents: o.Events, ioctlMapInflight: o.Inflight,
+		ioctlMapCounters: o.Counters, ioctlMapEmitted: o.Emitted, ioctlMapEvents: o.Events, ioctlMapInflight: o.Inflight,
 		ioctlMapMajors: o.Majors, ioctlMapMinors: o.Minors, ioctlMapReadEpoch: o.ReadEpoch,
 		ioctlMapStatCache: o.StatCache, ioctlMapStats: o.Stats, ioctlMapStatusLayouts: o.StatusLayouts,
 		ioctlMapZeroStat: o.ZeroStat,
@@ -347,14 +357,15 @@ func (t *Tracer) read(onEvent func(Event), logger *zap.Logger) {
 	defer close(t.done)
 	var rec ringbuf.Record
 	containers := newContainerCache()
-	t.reader.SetDeadline(time.Now().Add(ringPollInterval))
+	pollInterval := cmp.Or(t.opts.ringPollInterval, defaultRingPollInterval)
+	t.reader.SetDeadline(time.Now().Add(pollInterval))
 	for {
 		if err := t.reader.ReadInto(&rec); err != nil {
 			if errors.Is(err, ringbuf.ErrClosed) {
 				return
 			}
 			if errors.Is(err, os.ErrDeadlineExceeded) {
-				t.reader.SetDeadline(time.Now().Add(ringPollInterval))
+				t.reader.SetDeadline(time.Now().Add(pollInterval))
 				continue
 			}
 			if logger != nil {

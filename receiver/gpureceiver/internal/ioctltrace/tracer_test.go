@@ -345,6 +345,29 @@ func TestFullRingBufferCountsDrops(t *testing.T) {
 	assert.Greater(t, dropped, uint64(900), "a 4 KiB ring holds a few dozen 112-byte events")
 }
 
+// TestAQuarterOfTheRingWakesTheReader polls the ring once an hour: events
+// reach the reader only by the wakeups of the BPF program, one every
+// quarter of the ring. Of 2n events in a row at least n+1 precede a
+// wakeup, whatever other processes' calls on the device add to the count.
+func TestAQuarterOfTheRingWakesTheReader(t *testing.T) {
+	requireRoot(t)
+	tr, rec := startTracerWith(t, Options{
+		Attach: AttachAuto, SlowThreshold: time.Hour, Devices: []DeviceMatch{{Path: "/dev/zero"}},
+		ringPollInterval: time.Hour,
+	})
+	n := int(wakeupEvents(tr.opts.RingBufferSize))
+	require.Greater(t, n, 1)
+	fd := openDev(t, "/dev/zero")
+	buf := params(32, 28, 0x51)
+	for range 2 * n {
+		ioctl(fd, cmdRMAlloc, unsafe.Pointer(&buf[0]))
+	}
+	rec.waitFor(t, n+1)
+	dropped, _, err := tr.Lost()
+	require.NoError(t, err)
+	assert.Zero(t, dropped)
+}
+
 // TestEventsNameTheContainerAndItsOwnPids runs the calling process as a
 // container does: in a pid namespace of its own, nested in others as deep
 // as depth, and in a cgroup named the way containerd names a Kubernetes

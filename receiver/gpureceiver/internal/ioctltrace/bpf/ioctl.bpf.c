@@ -35,6 +35,8 @@ char LICENSE[] SEC("license") = "GPL";
 
 /* Set from user space before loading. */
 volatile const __u64 slow_ns = 100000000;
+/* A quarter of the ring, in events: see wakeup_flags. */
+volatile const __u32 wakeup_events = 1;
 /* stat_cache's size - 1 (its size is a power of two). */
 volatile const __u32 stat_cache_mask = 127;
 /* Whether the kernel has the bpf_rdonly_cast kfunc (6.2), which lets the
@@ -185,6 +187,14 @@ struct {
 	__uint(max_entries, 1 << 20); /* resized from user space */
 } events SEC(".maps");
 
+/* The events written to the ring since it was created (see wakeup_flags). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} emitted SEC(".maps");
+
 /* 0: events dropped (ring full), 1: calls not traced (no task storage) */
 #define COUNTER_DROPPED 0
 #define COUNTER_UNTRACKED 1
@@ -210,21 +220,19 @@ static __always_inline void count(__u32 which)
 		*v += 1;
 }
 
-/* A record in the ring: the event and the ring's 8-byte header. */
-#define EVENT_RECORD (sizeof(struct event) + 8)
-
 /* User space polls the ring on a timer; waking it per event would cost
- * more than the rest of the tracing together. It is woken early by the
- * event that fills the ring past a quarter, once: woken, it reads until the
- * ring is empty. (Waking it for every event past a quarter, as long as it
- * was still reading, cost ~500 ns an event on the CI machine.) Two CPUs
- * crossing the mark together may both miss it; the poll then reads the
- * ring. */
+ * more than the rest of the tracing together. Every wakeup_events-th event
+ * (a quarter of the ring) wakes it early: woken, it reads until the ring is
+ * empty. The count is shared by all CPUs, so that exactly one event crosses
+ * each mark: asking the ring how full it is took two helper calls, and two
+ * CPUs crossing a quarter together could both miss it. */
 static __always_inline __u64 wakeup_flags(void)
 {
-	__u64 avail = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
-	__u64 quarter = bpf_ringbuf_query(&events, BPF_RB_RING_SIZE) / 4;
-	return avail >= quarter && avail < quarter + EVENT_RECORD ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+	__u32 zero = 0;
+	__u64 *n = bpf_map_lookup_elem(&emitted, &zero);
+	if (!n)
+		return BPF_RB_NO_WAKEUP;
+	return (__sync_fetch_and_add(n, 1) + 1) % wakeup_events == 0 ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
 }
 
 /* The pid number in the innermost pid namespace of pid. The verifier
@@ -278,7 +286,7 @@ static __always_inline __u32 log2_u64(__u64 v)
 /* The device behind fd in the current process, or 0 when it is not a
  * character device. The fd table's slots hold plain addresses to the
  * verifier; with bpf_rdonly_cast the slot is read as the file pointer of a
- * struct that begins with one (kiocb's ki_filp), a direct load, else by a
+ * struct that holds one (kiocb's ki_filp), a direct load, else by a
  * probe read (~30 ns). */
 static __always_inline __u32 fd_device(struct task_struct *task, unsigned int fd)
 {
@@ -459,11 +467,8 @@ static __always_inline void on_exit(long ret)
 	if (!c || !c->start_ns)
 		return;
 	__u64 latency = bpf_ktime_get_ns() - c->start_ns;
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u32 tid = (__u32)pid_tgid;
-
 	struct stat_key key = {
-		.tgid = pid_tgid >> 32,
+		.tgid = task->tgid,
 		.nr = c->nr,
 		.status = STATUS_NONE,
 		.kind = c->kind,
@@ -490,7 +495,7 @@ static __always_inline void on_exit(long ret)
 			e->latency_ns = latency;
 			e->cgroup_id = task->cgroups->dfl_cgrp->kn->id; /* bpf_get_current_cgroup_id's, without the call */
 			e->tgid = key.tgid;
-			e->tid = tid;
+			e->tid = task->pid;
 			e->dev = c->dev;
 			e->cmd = c->cmd;
 			e->nr = c->nr;

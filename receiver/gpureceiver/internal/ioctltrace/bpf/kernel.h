@@ -92,6 +92,8 @@ struct css_set {
 } __attribute__((preserve_access_index));
 
 struct task_struct {
+	int pid;
+	int tgid;
 	struct files_struct *files;
 	struct task_struct *group_leader;
 	struct pid *thread_pid;
