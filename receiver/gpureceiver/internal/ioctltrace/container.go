@@ -44,26 +44,46 @@ type container struct{ id, pod string }
 
 // containerCache remembers the container of each cgroup id: a cgroup's
 // names never change, and parsing them per event would cost more than
-// tracing the call.
-type containerCache struct{ byCgroup map[uint64]container }
-
-// maxCachedCgroups bounds the cache; it starts over when full.
-const maxCachedCgroups = 4096
-
-func newContainerCache() *containerCache {
-	return &containerCache{byCgroup: map[uint64]container{}}
+// tracing the call. The BPF program sends a cgroup's names once per thread
+// and names epoch (names_wanted), so the cache keeps two generations, the
+// current one and the last, and starts a new epoch when the current one is
+// full. An event without names was sent before the epoch after its thread's
+// last names began, so it was in the ring then, with fewer events ahead of
+// it than the ring holds: too few to fill the next generation, which holds
+// twice the ring. Its names are in one of the two.
+type containerCache struct {
+	current, last map[uint64]container
+	generation    int          // cgroups in a generation
+	newEpoch      func() error // makes the BPF program send names again
 }
 
-func (c *containerCache) of(cgroupID uint64, cgroup, parent []int8) container {
-	if known, ok := c.byCgroup[cgroupID]; ok {
+// maxCachedCgroups is the least size of a generation.
+const maxCachedCgroups = 4096
+
+func newContainerCache(ringEvents int, newEpoch func() error) *containerCache {
+	return &containerCache{
+		current: map[uint64]container{}, last: map[uint64]container{},
+		generation: max(maxCachedCgroups, 2*ringEvents), newEpoch: newEpoch,
+	}
+}
+
+// of returns the container of cgroupID, from its names when the event
+// carries them (named).
+func (c *containerCache) of(cgroupID uint64, named bool, cgroup, parent []int8) container {
+	if known, ok := c.current[cgroupID]; ok || !named {
+		if !ok {
+			known = c.last[cgroupID]
+		}
 		return known
 	}
-	if len(c.byCgroup) >= maxCachedCgroups {
-		clear(c.byCgroup)
+	// Without a new epoch the BPF program would go on leaving out names
+	// that are forgotten: the generation grows until one starts.
+	if len(c.current) >= c.generation && c.newEpoch() == nil {
+		c.last, c.current = c.current, map[uint64]container{}
 	}
 	id, pod := containerOf(cString(cgroup), cString(parent))
-	c.byCgroup[cgroupID] = container{id, pod}
-	return c.byCgroup[cgroupID]
+	c.current[cgroupID] = container{id, pod}
+	return c.current[cgroupID]
 }
 
 // cString reads a NUL-terminated C string from the kernel.

@@ -3,6 +3,7 @@
 package ioctltrace
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -124,9 +125,9 @@ func TestResolveDevices(t *testing.T) {
 }
 
 func TestDecodeEventRejectsPartialRecords(t *testing.T) {
-	assert.True(t, decodeEvent(make([]byte, eventSize-1), clock{}, newContainerCache()).Malformed)
-	assert.True(t, decodeEvent(make([]byte, eventSize+1), clock{}, newContainerCache()).Malformed)
-	e := decodeEvent(make([]byte, eventSize), clock{}, newContainerCache())
+	assert.True(t, decodeEvent(make([]byte, eventSize-1), clock{}, newContainerCache(0, nil)).Malformed)
+	assert.True(t, decodeEvent(make([]byte, eventSize+1), clock{}, newContainerCache(0, nil)).Malformed)
+	e := decodeEvent(make([]byte, eventSize), clock{}, newContainerCache(0, nil))
 	assert.False(t, e.Malformed)
 	assert.Equal(t, "NV_ESC_0x00", e.Escape)
 }
@@ -148,6 +149,50 @@ func TestContainerOf(t *testing.T) {
 		assert.Equal(t, tc.container, container, tc.cgroup)
 		assert.Equal(t, tc.pod, pod, tc.parent)
 	}
+}
+
+// TestContainerCacheKeepsTwoGenerations: events without names (the BPF
+// program sent them with an earlier event of the thread) are resolved from
+// the current or the last generation; a full generation starts a new names
+// epoch, unless the BPF program could not be told.
+func TestContainerCacheKeepsTwoGenerations(t *testing.T) {
+	const id = "4f1c6e0b9a7d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6e7f"
+	name := func(s string) []int8 {
+		b := make([]int8, 128)
+		for i, c := range []byte(s) {
+			b[i] = int8(c)
+		}
+		return b
+	}
+	var epochs int
+	var epochErr error
+	c := newContainerCache(0, func() error {
+		if epochErr == nil {
+			epochs++
+		}
+		return epochErr
+	})
+	c.generation = 2
+	container := name("docker-" + id + ".scope")
+	other := name("session-1.scope")
+
+	assert.Equal(t, id, c.of(1, true, container, nil).id)
+	assert.Equal(t, id, c.of(1, false, nil, nil).id, "the names came with an earlier event")
+	c.of(2, true, other, nil)
+	assert.Zero(t, epochs)
+	c.of(3, true, other, nil)
+	assert.Equal(t, 1, epochs, "the third cgroup starts a new generation")
+	assert.Equal(t, id, c.of(1, false, nil, nil).id, "sent in the last epoch")
+	c.of(4, true, other, nil)
+	c.of(5, true, other, nil)
+	assert.Equal(t, 2, epochs)
+	assert.Empty(t, c.of(1, false, nil, nil).id, "two epochs ago: forgotten")
+
+	epochErr = errors.New("map update failed")
+	c.of(6, true, other, nil)
+	c.of(7, true, other, nil)
+	assert.Len(t, c.current, 3, "no new epoch: the generation grows")
+	assert.Equal(t, 2, epochs)
 }
 
 func FuzzContainerOf(f *testing.F) {
@@ -192,7 +237,7 @@ func FuzzDecodeEvent(f *testing.F) {
 	f.Add(make([]byte, eventSize))
 	f.Add([]byte{1, 2, 3})
 	f.Fuzz(func(t *testing.T, sample []byte) {
-		e := decodeEvent(sample, clock{}, newContainerCache())
+		e := decodeEvent(sample, clock{}, newContainerCache(0, nil))
 		if !e.Malformed && len(sample) != eventSize {
 			t.Fatalf("decoded %d bytes", len(sample))
 		}

@@ -22,16 +22,18 @@ type ioctlCachedStat struct {
 }
 
 type ioctlCall struct {
-	_       structs.HostLayout
-	StartNs uint64
-	Params  uint64
-	Dev     uint32
-	Cmd     uint32
-	Nr      uint32
-	Size    uint32
-	Kind    uint8
-	Xfer    uint8
-	_       [6]byte
+	_           structs.HostLayout
+	StartNs     uint64
+	Params      uint64
+	Dev         uint32
+	Cmd         uint32
+	Nr          uint32
+	Size        uint32
+	Kind        uint8
+	Xfer        uint8
+	_           [6]byte
+	NamedCgroup uint64
+	NamedEpoch  uint64
 }
 
 type ioctlEvent struct {
@@ -49,7 +51,8 @@ type ioctlEvent struct {
 	Err          int32
 	Kind         uint8
 	Xfer         uint8
-	Pad          [6]uint8
+	Named        uint8
+	Pad          [5]uint8
 	NsTgid       uint32
 	NsTid        uint32
 	Comm         [16]int8
@@ -92,6 +95,7 @@ const (
 	ioctlMapInflight        = "inflight"
 	ioctlMapMajors          = "majors"
 	ioctlMapMinors          = "minors"
+	ioctlMapNamesEpoch      = "names_epoch"
 	ioctlMapReadEpoch       = "read_epoch"
 	ioctlMapStatCache       = "stat_cache"
 	ioctlMapStats           = "stats"
@@ -170,6 +174,7 @@ type ioctlMapSpecs struct {
 	Inflight      *ebpf.MapSpec `ebpf:"inflight"`
 	Majors        *ebpf.MapSpec `ebpf:"majors"`
 	Minors        *ebpf.MapSpec `ebpf:"minors"`
+	NamesEpoch    *ebpf.MapSpec `ebpf:"names_epoch"`
 	ReadEpoch     *ebpf.MapSpec `ebpf:"read_epoch"`
 	StatCache     *ebpf.MapSpec `ebpf:"stat_cache"`
 	Stats         *ebpf.MapSpec `ebpf:"stats"`
@@ -214,6 +219,7 @@ type ioctlMaps struct {
 	Inflight      *ebpf.Map `ebpf:"inflight"`
 	Majors        *ebpf.Map `ebpf:"majors"`
 	Minors        *ebpf.Map `ebpf:"minors"`
+	NamesEpoch    *ebpf.Map `ebpf:"names_epoch"`
 	ReadEpoch     *ebpf.Map `ebpf:"read_epoch"`
 	StatCache     *ebpf.Map `ebpf:"stat_cache"`
 	Stats         *ebpf.Map `ebpf:"stats"`
@@ -229,6 +235,7 @@ func (m *ioctlMaps) Close() error {
 		m.Inflight,
 		m.Majors,
 		m.Minors,
+		m.NamesEpoch,
 		m.ReadEpoch,
 		m.StatCache,
 		m.Stats,

@@ -33,9 +33,11 @@ type Tracer struct {
 	traced  int      // device filters in the maps
 	missing []string // configured devices not registered at the last look
 	counts  *countTotals
-	wall    clock
-	done    chan struct{}
-	closeMu sync.Once
+	// namesEpoch is the BPF program's names_epoch, written by the reader.
+	namesEpoch uint64
+	wall       clock
+	done       chan struct{}
+	closeMu    sync.Once
 }
 
 // tracerObjects holds what both attach modes use; the programs of the mode
@@ -80,12 +82,13 @@ func attachHook(mode Attach, p *ebpf.Program, enter bool) (link.Link, error) {
 // BPF program wakes the reader only once per quarter of the ring.
 const defaultRingPollInterval = 100 * time.Millisecond
 
-// wakeupEvents is how many events the BPF program writes between two
-// wakeups of the reader: a quarter of a ring of ringSize bytes (a record
+// ringEvents is how many events a ring of ringSize bytes holds (a record
 // is the event and an 8-byte header).
-func wakeupEvents(ringSize int) uint32 {
-	return uint32(max(1, ringSize/4/int(unsafe.Sizeof(ioctlEvent{})+8)))
-}
+func ringEvents(ringSize int) int { return ringSize / int(unsafe.Sizeof(ioctlEvent{})+8) }
+
+// wakeupEvents is how many events the BPF program writes between two
+// wakeups of the reader: a quarter of the ring.
+func wakeupEvents(ringSize int) uint32 { return uint32(max(1, ringEvents(ringSize)/4)) }
 
 // Start loads and attaches the BPF programs for the configured devices
 // registered now and calls onEvent, from one goroutine, for every failed or
@@ -347,7 +350,7 @@ func linkPair(spec *ebpf.CollectionSpec, mode Attach, enter, exit string, maps m
 func (o *tracerObjects) replacements() map[string]*ebpf.Map {
 	return map[string]*ebpf.Map{
 		ioctlMapCounters: o.Counters, ioctlMapEmitted: o.Emitted, ioctlMapEvents: o.Events, ioctlMapInflight: o.Inflight,
-		ioctlMapMajors: o.Majors, ioctlMapMinors: o.Minors, ioctlMapReadEpoch: o.ReadEpoch,
+		ioctlMapMajors: o.Majors, ioctlMapMinors: o.Minors, ioctlMapNamesEpoch: o.NamesEpoch, ioctlMapReadEpoch: o.ReadEpoch,
 		ioctlMapStatCache: o.StatCache, ioctlMapStats: o.Stats, ioctlMapStatusLayouts: o.StatusLayouts,
 		ioctlMapZeroStat: o.ZeroStat,
 	}
@@ -356,7 +359,7 @@ func (o *tracerObjects) replacements() map[string]*ebpf.Map {
 func (t *Tracer) read(onEvent func(Event), logger *zap.Logger) {
 	defer close(t.done)
 	var rec ringbuf.Record
-	containers := newContainerCache()
+	containers := newContainerCache(ringEvents(t.opts.RingBufferSize), t.newNamesEpoch)
 	pollInterval := cmp.Or(t.opts.ringPollInterval, defaultRingPollInterval)
 	t.reader.SetDeadline(time.Now().Add(pollInterval))
 	for {
@@ -377,6 +380,13 @@ func (t *Tracer) read(onEvent func(Event), logger *zap.Logger) {
 	}
 }
 
+// newNamesEpoch makes the BPF program send each thread's cgroup names
+// again, with its next event.
+func (t *Tracer) newNamesEpoch() error {
+	t.namesEpoch++
+	return t.objs.NamesEpoch.Put(uint32(0), t.namesEpoch)
+}
+
 // decodeEvent reads one ring buffer record; one that is not a whole event
 // comes back marked Malformed. The record is the C struct's bytes in the
 // host's order: copying them over the Go mirror is the whole decoding (a
@@ -388,7 +398,7 @@ func decodeEvent(sample []byte, wall clock, containers *containerCache) Event {
 	}
 	copy(unsafe.Slice((*byte)(unsafe.Pointer(&raw)), unsafe.Sizeof(raw)), sample)
 	kind := kindOf(raw.Kind)
-	c := containers.of(raw.CgroupId, raw.Cgroup[:], raw.CgroupParent[:])
+	c := containers.of(raw.CgroupId, raw.Named != 0, raw.Cgroup[:], raw.CgroupParent[:])
 	return Event{
 		Time:        wall.toTime(raw.StartNs),
 		Latency:     time.Duration(raw.LatencyNs),

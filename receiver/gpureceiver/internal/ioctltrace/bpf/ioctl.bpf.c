@@ -54,6 +54,8 @@ struct call {
 	__u32 size; /* parameter size (rm; XFER's inner size) */
 	__u8 kind;
 	__u8 xfer;
+	__u64 named_cgroup; /* the cgroup whose names this thread's events sent last, */
+	__u64 named_epoch;  /* in this names epoch */
 };
 
 struct stat_key {
@@ -86,7 +88,8 @@ struct event {
 	__s32 err;
 	__u8 kind;
 	__u8 xfer;
-	__u8 pad[6];
+	__u8 named; /* 0: cgroup and cgroup_parent are not set (see names_wanted) */
+	__u8 pad[5];
 	__u32 ns_tgid; /* the pids as the process sees them (its pid namespace) */
 	__u32 ns_tid;
 	char comm[16];	      /* thread */
@@ -195,6 +198,15 @@ struct {
 	__type(value, __u64);
 } emitted SEC(".maps");
 
+/* Set by user space when it forgets the cgroup names it was sent (see
+ * names_wanted). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} names_epoch SEC(".maps");
+
 /* 0: events dropped (ring full), 1: calls not traced (no task storage) */
 #define COUNTER_DROPPED 0
 #define COUNTER_UNTRACKED 1
@@ -269,6 +281,24 @@ static __always_inline void cgroup_names(struct task_struct *task, struct event 
 		bpf_probe_read_kernel_str(e->cgroup_parent, sizeof(e->cgroup_parent), parent->name);
 	else
 		e->cgroup_parent[0] = 0;
+}
+
+/* Whether the thread's event must carry its cgroup's names, which cost two
+ * helper calls (~30 ns an event on the CI machine): user space keeps them
+ * by cgroup id, so a thread sends them again only when it has moved to
+ * another cgroup or user space has started a new names epoch, forgetting
+ * the names of an older one. Call it for an event that will be sent. */
+static __always_inline int names_wanted(struct call *c, __u64 cgroup_id)
+{
+	__u32 zero = 0;
+	__u64 *epoch = bpf_map_lookup_elem(&names_epoch, &zero);
+	if (!epoch)
+		return 1;
+	if (c->named_cgroup == cgroup_id && c->named_epoch == *epoch)
+		return 0;
+	c->named_cgroup = cgroup_id;
+	c->named_epoch = *epoch;
+	return 1;
 }
 
 static __always_inline __u32 log2_u64(__u64 v)
@@ -494,6 +524,8 @@ static __always_inline void on_exit(long ret)
 			e->start_ns = c->start_ns;
 			e->latency_ns = latency;
 			e->cgroup_id = task->cgroups->dfl_cgrp->kn->id; /* bpf_get_current_cgroup_id's, without the call */
+			int named = names_wanted(c, e->cgroup_id);
+			e->named = named;
 			e->tgid = key.tgid;
 			e->tid = task->pid;
 			e->dev = c->dev;
@@ -507,7 +539,8 @@ static __always_inline void on_exit(long ret)
 			__builtin_memset(e->pad, 0, sizeof(e->pad));
 			e->ns_tid = ns_pid(task->thread_pid);
 			e->ns_tgid = ns_pid(task->group_leader->thread_pid);
-			cgroup_names(task, e);
+			if (named)
+				cgroup_names(task, e);
 			__builtin_memcpy(e->comm, task->comm, sizeof(e->comm));
 			__builtin_memcpy(e->process_comm, key.comm, sizeof(e->process_comm));
 			bpf_ringbuf_submit(e, wakeup_flags());
