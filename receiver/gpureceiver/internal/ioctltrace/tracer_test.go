@@ -205,9 +205,13 @@ func TestSingleDeviceBesideItsWholeMajor(t *testing.T) {
 	free := params(24, 16, 0x51)
 	binary.NativeEndian.PutUint64(free[8:], 1<<30)
 	ioctl(null, uvmFree, unsafe.Pointer(&free[0]))
+	// A value no NV_STATUS can be, where a status should be: a layout that
+	// does not fit this driver, read as no status rather than a failure.
+	misread := params(80, 72, 1<<30)
+	ioctl(null, uvmMigrate, unsafe.Pointer(&misread[0]))
 
-	events := rec.waitFor(t, 3)
-	require.Len(t, events, 3)
+	events := rec.waitFor(t, 4)
+	require.Len(t, events, 4)
 	assert.Equal(t, KindRM, events[0].Kind)
 	assert.Equal(t, uint32(5), events[0].DeviceMinor)
 	assert.Equal(t, "NV_ESC_RM_ALLOC", events[0].Escape)
@@ -217,6 +221,7 @@ func TestSingleDeviceBesideItsWholeMajor(t *testing.T) {
 	assert.Equal(t, "NV_ERR_TIMEOUT", events[1].Outcome.StatusName())
 	assert.Equal(t, "UVM_FREE", events[2].Escape)
 	assert.Equal(t, "NV_ERR_NO_MEMORY", events[2].Outcome.StatusName())
+	assert.Equal(t, "unknown", events[3].Outcome.StatusName())
 }
 
 // fakeProcDevices is a /proc/devices whose character drivers a test sets.

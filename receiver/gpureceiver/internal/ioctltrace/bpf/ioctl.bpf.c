@@ -32,6 +32,10 @@ char LICENSE[] SEC("license") = "GPL";
 
 /* status values that are not NV_STATUS codes */
 #define STATUS_NONE 0xffffffff /* no status offset known for this call */
+/* NV_ERR_* codes are below 0x10000, NV_WARN_* just above it: a larger
+ * value at a status offset means the layout is wrong for this driver
+ * (a length or a handle), and the call's status is unknown. */
+#define STATUS_MAX 0x1ffff
 
 /* Set from user space before loading. */
 volatile const __u64 slow_ns = 100000000;
@@ -509,7 +513,7 @@ static __always_inline void on_exit(long ret)
 	 * caller's value, which user space reports beside the errno. */
 	__s64 off = status_offset(c->kind, c->nr, c->kind == KIND_RM ? c->size : 0);
 	__u32 status;
-	if (off >= 0 && !bpf_probe_read_user(&status, sizeof(status), (void *)(c->params + off)))
+	if (off >= 0 && !bpf_probe_read_user(&status, sizeof(status), (void *)(c->params + off)) && status <= STATUS_MAX)
 		key.status = status;
 	__builtin_memcpy(key.comm, task->group_leader->comm, sizeof(key.comm));
 
