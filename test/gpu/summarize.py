@@ -12,7 +12,10 @@ prints, compactly:
       NV_ERR_NO_MEMORY was seen;
   (d) gpu.xid and gpu.memory.high records;
   (f) the XIDs read from the kernel log against the kernel log's own count;
-  (e) the receiver's own counters (otelcol_receiver_gpu_*).
+  (e) the receiver's own counters (otelcol_receiver_gpu_*);
+and, in the verdict, the workload's statuses no NV_STATUS name fits (a
+parameter layout that does not fit the driver) and its calls with no known
+layout.
 
 The workload is matched by process.pid (--pid, repeatable) or by
 process.command (--comm): the kernel reports the host's pid, which is not
@@ -433,6 +436,27 @@ def telemetry_section(path):
         print("    " + line)
 
 
+def layout_notes(calls, match):
+    """Flags the workload's statuses that no NV_STATUS name fits (on the
+    first GPU run, UVM_FREE's length was read as its status: a layout that
+    did not fit the driver) and lists its calls with no known layout."""
+    unnamed = defaultdict(int)
+    unknown = defaultdict(int)
+    for k, v in calls.items():
+        if not match(k[0], k[1]):
+            continue
+        if k[3].startswith("NV_STATUS_0x"):
+            unnamed[f"{k[2]} {k[3]}"] += v
+        elif k[3] == "unknown":
+            unknown[k[2]] += v
+    if unnamed:
+        print("  WARN: statuses no NV_STATUS name fits (the parameter layout may not fit this driver): "
+              + ", ".join(f"{e} ({n} calls)" for e, n in sorted(unnamed.items(), key=lambda kv: -kv[1])))
+    if unknown:
+        print("  calls with no known status layout, counted with status unknown: "
+              + ", ".join(f"{e} {n}" for e, n in sorted(unknown.items(), key=lambda kv: -kv[1])))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dir", required=True, help="directory with metrics.json and logs.json")
@@ -492,6 +516,7 @@ def main():
         print(f"  !! NO {NO_MEMORY} seen for the workload "
               f"(any process: {any_calls} call(s), {any_recs} record(s))")
         print("  " + "!" * 72)
+    layout_notes(calls, match)
     if not kmsg_ok:
         print("  !! the kmsg source did not report every XID line of the kernel log (see (f))")
         return 3
