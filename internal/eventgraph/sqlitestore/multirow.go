@@ -10,7 +10,7 @@ import (
 
 // maxRowsPerStatement bounds the rows one INSERT writes: 16, 64 and 256
 // wrote a batch in about the same time, one row a statement took 15–20%
-// longer. 64 rows of an event bind 1664 variables, far below SQLite's 32766.
+// longer. 64 rows of an event bind 1536 variables, far below SQLite's 32766.
 const maxRowsPerStatement = 64
 
 // multiRowInsert is an INSERT of up to maxRows rows in one statement:

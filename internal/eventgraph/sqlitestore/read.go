@@ -103,36 +103,42 @@ func (s *Store) Neighbourhood(ctx context.Context, eventID string, depth int) (e
 	return eventgraph.Traverse(ctx, s, eventID, depth)
 }
 
-// adjacentQuery derives the edges of one event (?1) from the indexes: NEXT to
-// its neighbours in request order, CHILD_OF both ways by span keys, ASYNC_OF
-// both ways, and the stored CAUSED edges whose other end is stored.
-const adjacentQuery = `
-WITH me AS (SELECT event_id, req_id, time_ns, trace_id, span_key, parent_key, async_of FROM events WHERE event_id = ?1)
+// adjacentByIndexQuery derives the edges of one event (?1) that indexes find:
+// NEXT to its neighbours in request order, ASYNC_OF to the event it was
+// detached from, and the CAUSED edges into it whose cause is stored.
+const adjacentByIndexQuery = `
+WITH me AS (SELECT event_id, req_id, time_ns, async_of FROM events WHERE event_id = ?1)
 SELECT * FROM (SELECT 'NEXT', p.event_id, me.event_id, '', '' FROM me JOIN events p
 	ON p.req_id = me.req_id AND (p.time_ns, p.event_id) < (me.time_ns, me.event_id)
 	ORDER BY p.time_ns DESC, p.event_id DESC LIMIT 1)
 UNION ALL SELECT * FROM (SELECT 'NEXT', me.event_id, n.event_id, '', '' FROM me JOIN events n
 	ON n.req_id = me.req_id AND (n.time_ns, n.event_id) > (me.time_ns, me.event_id)
 	ORDER BY n.time_ns, n.event_id LIMIT 1)
-UNION ALL SELECT 'CHILD_OF', me.event_id, p.event_id, '', '' FROM me JOIN events p
-	ON p.span_key = me.parent_key AND p.trace_id = me.trace_id
-UNION ALL SELECT 'CHILD_OF', c.event_id, me.event_id, '', '' FROM me JOIN events c
-	ON c.parent_key = me.span_key AND c.trace_id = me.trace_id
 UNION ALL SELECT 'ASYNC_OF', me.event_id, r.event_id, '', '' FROM me JOIN events r ON r.event_id = me.async_of
-UNION ALL SELECT 'ASYNC_OF', d.event_id, me.event_id, '', '' FROM me JOIN events d ON d.async_of = me.event_id
 UNION ALL SELECT 'CAUSED', c.cause_id, c.effect_id, c.type, c.rule FROM caused c
-	JOIN events x ON x.event_id = c.cause_id WHERE c.effect_id = ?1
-UNION ALL SELECT 'CAUSED', c.cause_id, c.effect_id, c.type, c.rule FROM caused c
-	JOIN events x ON x.event_id = c.effect_id WHERE c.cause_id = ?1`
+	JOIN events x ON x.event_id = c.cause_id WHERE c.effect_id = ?1`
 
 // Adjacent returns the edges that touch the given events (see eventgraph.Adjacency).
 func (s *Store) Adjacent(ctx context.Context, ids []string) ([]eventgraph.Edge, error) {
+	out, err := s.adjacentByIndex(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	for chunk := range chunks(ids) {
+		if out, err = s.adjacentByScan(ctx, chunk, out); err != nil {
+			return nil, fmt.Errorf("sqlitestore: adjacent: %w", err)
+		}
+	}
+	return out, nil
+}
+
+func (s *Store) adjacentByIndex(ctx context.Context, ids []string) ([]eventgraph.Edge, error) {
 	conn, err := s.reader.Conn(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = conn.Close() }()
-	stmt, err := conn.PrepareContext(ctx, adjacentQuery)
+	stmt, err := conn.PrepareContext(ctx, adjacentByIndexQuery)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: adjacent: %w", err)
 	}
@@ -143,20 +149,115 @@ func (s *Store) Adjacent(ctx context.Context, ids []string) ([]eventgraph.Edge, 
 		if err != nil {
 			return nil, fmt.Errorf("sqlitestore: adjacent: %w", err)
 		}
-		for rows.Next() {
-			var e eventgraph.Edge
-			if err := rows.Scan(&e.Type, &e.From, &e.To, &e.CauseType, &e.Rule); err != nil {
-				_ = rows.Close()
-				return nil, fmt.Errorf("sqlitestore: adjacent: %w", err)
-			}
-			out = append(out, e)
-		}
-		if err := rows.Err(); err != nil {
+		if out, err = appendEdges(out, rows); err != nil {
 			return nil, fmt.Errorf("sqlitestore: adjacent: %w", err)
 		}
-		_ = rows.Close()
 	}
 	return out, nil
+}
+
+func appendEdges(out []eventgraph.Edge, rows *sql.Rows) ([]eventgraph.Edge, error) {
+	defer func() { _ = rows.Close() }()
+	for rows.Next() {
+		var e eventgraph.Edge
+		if err := rows.Scan(&e.Type, &e.From, &e.To, &e.CauseType, &e.Rule); err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// adjacentByScan appends the edges of the events (ids, at most maxIn) that
+// no index finds: CHILD_OF both ways, ASYNC_OF into them and CAUSED out of
+// them. The indexes that would find them (span keys, async_of, cause ids)
+// hold random keys, which made every write touch their pages all over the
+// file, and only Neighbourhood reads them, which the rca extension does not
+// call: one scan of each table finds them for all the events instead.
+func (s *Store) adjacentByScan(ctx context.Context, ids []any, out []eventgraph.Edge) ([]eventgraph.Edge, error) {
+	rows, err := s.reader.QueryContext(ctx, `SELECT `+spanColumns+` FROM events WHERE event_id IN (`+placeholders(len(ids))+`)`, ids...)
+	if err != nil {
+		return nil, err
+	}
+	events, err := scanSpans(rows)
+	if err != nil {
+		return nil, err
+	}
+	var traces []any
+	for _, e := range events {
+		if e.TraceID != "" {
+			traces = append(traces, e.TraceID)
+		}
+	}
+	rows, err = s.reader.QueryContext(ctx, `SELECT `+spanColumns+` FROM events WHERE trace_id IN (`+placeholders(len(traces))+
+		`) OR async_of IN (`+placeholders(len(ids))+`)`, append(traces, ids...)...)
+	if err != nil {
+		return nil, err
+	}
+	related, err := scanSpans(rows)
+	if err != nil {
+		return nil, err
+	}
+	out = appendSpanEdges(out, events, related)
+	rows, err = s.reader.QueryContext(ctx, `SELECT 'CAUSED', c.cause_id, c.effect_id, c.type, c.rule FROM caused c
+		JOIN events x ON x.event_id = c.effect_id WHERE c.cause_id IN (`+placeholders(len(ids))+`)`, ids...)
+	if err != nil {
+		return nil, err
+	}
+	return appendEdges(out, rows)
+}
+
+// spanColumns are what scanSpans reads: what CHILD_OF and ASYNC_OF edges follow from.
+const spanColumns = `event_id, kind, coalesce(trace_id, ''), coalesce(span_id, ''), coalesce(parent_span_id, ''), coalesce(async_of, '')`
+
+func scanSpans(rows *sql.Rows) ([]eventgraph.Event, error) {
+	defer func() { _ = rows.Close() }()
+	var out []eventgraph.Event
+	for rows.Next() {
+		var e eventgraph.Event
+		if err := rows.Scan(&e.ID, &e.Kind, &e.TraceID, &e.SpanID, &e.ParentSpanID, &e.AsyncOf); err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// appendSpanEdges appends the CHILD_OF edges between the events and the
+// related events, both ways, and the ASYNC_OF edges from related events into the events.
+func appendSpanEdges(out []eventgraph.Edge, events, related []eventgraph.Event) []eventgraph.Edge {
+	type spanRef struct{ trace, span string }
+	spans, children := map[spanRef][]string{}, map[spanRef][]string{}
+	detached := map[string][]string{}
+	for i := range related {
+		r := &related[i]
+		if trace, span := r.SpanRef(); trace != "" {
+			spans[spanRef{trace, span}] = append(spans[spanRef{trace, span}], r.ID)
+		}
+		if trace, parent := r.ParentRef(); trace != "" {
+			children[spanRef{trace, parent}] = append(children[spanRef{trace, parent}], r.ID)
+		}
+		if r.AsyncOf != "" {
+			detached[r.AsyncOf] = append(detached[r.AsyncOf], r.ID)
+		}
+	}
+	for i := range events {
+		e := &events[i]
+		if trace, parent := e.ParentRef(); trace != "" {
+			for _, p := range spans[spanRef{trace, parent}] {
+				out = append(out, eventgraph.Edge{From: e.ID, To: p, Type: eventgraph.EdgeChildOf})
+			}
+		}
+		if trace, span := e.SpanRef(); trace != "" {
+			for _, c := range children[spanRef{trace, span}] {
+				out = append(out, eventgraph.Edge{From: c, To: e.ID, Type: eventgraph.EdgeChildOf})
+			}
+		}
+		for _, d := range detached[e.ID] {
+			out = append(out, eventgraph.Edge{From: d, To: e.ID, Type: eventgraph.EdgeAsyncOf})
+		}
+	}
+	return out
 }
 
 // Requests returns the requests active in [from, to) whose outcome is failed.

@@ -2,11 +2,11 @@
 // driver, WAL), for single-node use without an external service.
 //
 // Events, their causes and requests are tables. Edges that follow from event
-// fields are not stored but read through indexes: NEXT from (req_id, time,
-// event_id), CHILD_OF from the span keys, ASYNC_OF from async_of. They are
-// therefore right whatever order records arrive in, and a write touches one
-// row per event plus its causes. Span keys are stored as 64-bit hashes, which
-// keeps their indexes small; joins on them also compare the trace id.
+// fields are not stored but derived when read: NEXT through the index on
+// (req_id, time, event_id), CHILD_OF from the span ids, ASYNC_OF from
+// async_of. They are therefore right whatever order records arrive in, and a
+// write touches one row per event plus its causes. Only the rca queries'
+// lookups are indexed: see adjacentByScan for the edges that are not.
 package sqlitestore // import "github.com/loom-otel/loom/internal/eventgraph/sqlitestore"
 
 import (
@@ -183,8 +183,6 @@ CREATE TABLE IF NOT EXISTS events (
 	trace_id        TEXT,
 	span_id         TEXT,
 	parent_span_id  TEXT,
-	span_key        INTEGER,
-	parent_key      INTEGER,
 	async_of        TEXT,
 	attrs           TEXT,
 	dims            TEXT,
@@ -192,9 +190,6 @@ CREATE TABLE IF NOT EXISTS events (
 );
 CREATE INDEX IF NOT EXISTS events_by_request ON events (req_id, time_ns, event_id);
 CREATE INDEX IF NOT EXISTS events_by_time ON events (time_ns);
-CREATE INDEX IF NOT EXISTS events_by_span ON events (span_key) WHERE span_key IS NOT NULL;
-CREATE INDEX IF NOT EXISTS events_by_parent ON events (parent_key) WHERE parent_key IS NOT NULL;
-CREATE INDEX IF NOT EXISTS events_by_async ON events (async_of) WHERE async_of IS NOT NULL;
 -- Events of no request (noise, the collector's own findings) by time: schema drift findings are read from them.
 CREATE INDEX IF NOT EXISTS events_unrequested_by_time ON events (time_ns) WHERE req_id IS NULL;
 
@@ -206,7 +201,12 @@ CREATE TABLE IF NOT EXISTS caused (
 	rule      TEXT NOT NULL,
 	PRIMARY KEY (effect_id, cause_id, type, rule)
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS caused_by_cause ON caused (cause_id);
+-- Files written before adjacentByScan also indexed span keys (columns span_key
+-- and parent_key, left NULL since), async_of and cause ids.
+DROP INDEX IF EXISTS events_by_span;
+DROP INDEX IF EXISTS events_by_parent;
+DROP INDEX IF EXISTS events_by_async;
+DROP INDEX IF EXISTS caused_by_cause;
 CREATE TRIGGER IF NOT EXISTS events_delete_caused AFTER DELETE ON events BEGIN
 	DELETE FROM caused WHERE effect_id = old.event_id;
 END;

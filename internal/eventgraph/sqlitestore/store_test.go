@@ -169,6 +169,51 @@ func TestOpenUpgradesAFileWithoutRankedColumns(t *testing.T) {
 	assert.Equal(t, 100.0, old[0].AdjustedCount, "a column still NULL leaves the attribute")
 }
 
+// TestOpenDropsTheIndexesOnlyNeighbourhoodRead opens a file written when
+// span keys, async_of and cause ids were indexed and span_key and parent_key
+// were written: the indexes go, the columns stay (NULL in new rows), and
+// neighbourhoods are those of a file written today.
+func TestOpenDropsTheIndexesOnlyNeighbourhoodRead(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "graph.db")
+	s, err := Open(ctx, path, Options{})
+	require.NoError(t, err)
+	for _, stmt := range []string{
+		`ALTER TABLE events ADD COLUMN span_key INTEGER`,
+		`ALTER TABLE events ADD COLUMN parent_key INTEGER`,
+		`CREATE INDEX events_by_span ON events (span_key) WHERE span_key IS NOT NULL`,
+		`CREATE INDEX events_by_parent ON events (parent_key) WHERE parent_key IS NOT NULL`,
+		`CREATE INDEX events_by_async ON events (async_of) WHERE async_of IS NOT NULL`,
+		`CREATE INDEX caused_by_cause ON caused (cause_id)`,
+	} {
+		_, err := s.DB().ExecContext(ctx, stmt)
+		require.NoError(t, err)
+	}
+	fixture := storetest.Fixture()
+	require.NoError(t, s.Write(ctx, fixture[:len(fixture)/2]))
+	_, err = s.DB().ExecContext(ctx, `UPDATE events SET span_key = 1, parent_key = 2`)
+	require.NoError(t, err)
+	require.NoError(t, s.Close(ctx))
+
+	s, err = Open(ctx, path, Options{})
+	require.NoError(t, err)
+	defer func() { _ = s.Close(ctx) }()
+	var indexes string
+	require.NoError(t, s.DB().QueryRowContext(ctx, `SELECT group_concat(name, ' ') FROM
+		(SELECT name FROM sqlite_schema WHERE type = 'index' AND name NOT LIKE 'sqlite_%' ORDER BY name)`).Scan(&indexes))
+	assert.Equal(t, "events_by_request events_by_time events_unrequested_by_time requests_by_last", indexes)
+	require.NoError(t, s.Write(ctx, fixture[len(fixture)/2:]))
+	fresh := open(t, Options{})
+	require.NoError(t, fresh.Write(ctx, fixture))
+	for _, e := range fixture {
+		want, err := fresh.Neighbourhood(ctx, e.ID, eventgraph.MaxDepth)
+		require.NoError(t, err)
+		got, err := s.Neighbourhood(ctx, e.ID, eventgraph.MaxDepth)
+		require.NoError(t, err)
+		assert.Equal(t, want, got, e.ID)
+	}
+}
+
 // residentCacheReport names the file a child test process reports to.
 const residentCacheReport = "LOOM_SQLITESTORE_RESIDENT_CACHE_REPORT"
 

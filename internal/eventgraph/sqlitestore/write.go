@@ -12,7 +12,7 @@ import (
 
 const writtenEventColumns = `event_id, kind, time_ns, end_ns, req_id, stage, model_ver, input_hash, service, host, gpu,
 	severity_number, severity_text, status, failed, name, message, trace_id, span_id, parent_span_id,
-	span_key, parent_key, async_of, attrs, dims, adjusted_count`
+	async_of, attrs, dims, adjusted_count`
 
 // Events whose id is not stored yet are inserted many to a statement. OR
 // IGNORE, not an upsert: with an upsert, SQLite journals every page a
@@ -23,7 +23,7 @@ const writtenEventColumns = `event_id, kind, time_ns, end_ns, req_id, stage, mod
 // never leaves a NOT NULL column NULL.
 var insertNewEvents = multiRowInsert{
 	into:    `INSERT OR IGNORE INTO events (` + writtenEventColumns + `)`,
-	columns: 26,
+	columns: 24,
 	maxRows: maxRowsPerStatement,
 }
 
@@ -36,7 +36,7 @@ var insertNewEvents = multiRowInsert{
 // which event was refused.
 var mergeEvent = multiRowInsert{
 	into:    `INSERT INTO events (` + writtenEventColumns + `)`,
-	columns: 26,
+	columns: 24,
 	maxRows: 1,
 	onConflict: `ON CONFLICT (event_id) DO UPDATE SET
 	kind = excluded.kind,
@@ -58,8 +58,6 @@ var mergeEvent = multiRowInsert{
 	trace_id = coalesce(excluded.trace_id, trace_id),
 	span_id = coalesce(excluded.span_id, span_id),
 	parent_span_id = coalesce(excluded.parent_span_id, parent_span_id),
-	span_key = coalesce(excluded.span_key, span_key),
-	parent_key = coalesce(excluded.parent_key, parent_key),
 	async_of = coalesce(excluded.async_of, async_of),
 	attrs = CASE WHEN attrs IS NULL OR excluded.attrs IS NULL THEN coalesce(excluded.attrs, attrs)
 		ELSE json_patch(attrs, excluded.attrs) END,
@@ -289,8 +287,7 @@ func appendEventArgs(args []any, e *eventgraph.Event, enc *jsonEncoder) ([]any, 
 	return append(args, e.ID, string(e.Kind), e.Time.UnixNano(), end,
 		null(e.ReqID), null(e.Stage), null(e.ModelVer), null(e.InputHash), null(e.Service), null(e.Host), null(e.GPU),
 		severity, null(e.SeverityText), null(e.Status), e.Failed, null(e.Name), null(e.Message),
-		null(e.TraceID), null(e.SpanID), null(e.ParentSpanID), spanKey(e.SpanRef()), spanKey(e.ParentRef()),
-		null(e.AsyncOf), attrs, dims, weight(e.AdjustedCount)), nil
+		null(e.TraceID), null(e.SpanID), null(e.ParentSpanID), null(e.AsyncOf), attrs, dims, weight(e.AdjustedCount)), nil
 }
 
 func causeArgs(events []eventgraph.Event) []any {
@@ -317,30 +314,6 @@ func null(s string) any {
 		return nil
 	}
 	return s
-}
-
-// spanKey is the stored form of a span key (eventgraph.Event.SpanKey): the
-// FNV-1a hash of "trace/span", taken over the parts, which a joined key and
-// hash/fnv would allocate for on every event; NULL when empty.
-func spanKey(traceID, spanID string) any {
-	if traceID == "" {
-		return nil
-	}
-	return int64(fnv1a(fnv1a(fnv1a(fnvOffset, traceID), "/"), spanID))
-}
-
-// FNV-1a, 64 bits, as hash/fnv's New64a.
-const (
-	fnvOffset uint64 = 14695981039346656037
-	fnvPrime  uint64 = 1099511628211
-)
-
-func fnv1a(h uint64, s string) uint64 {
-	for i := 0; i < len(s); i++ {
-		h ^= uint64(s[i])
-		h *= fnvPrime
-	}
-	return h
 }
 
 // weight is the stored sampling weight: NULL when the record had none.
