@@ -44,11 +44,8 @@ func (j *jsonEncoder) attrs(attrs map[string]any) (any, error) {
 	return string(j.buf), nil
 }
 
-// list returns the strings as a JSON list; NULL when there are none.
-func (j *jsonEncoder) list(list []string) any {
-	if len(list) == 0 {
-		return nil
-	}
+// list returns the strings as a JSON list.
+func (j *jsonEncoder) list(list []string) string {
 	j.buf = appendStrings(j.buf[:0], list)
 	return string(j.buf)
 }

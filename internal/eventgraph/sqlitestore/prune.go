@@ -93,7 +93,26 @@ func (s *Store) deleteBefore(ctx context.Context, cutoffNs int64) (int64, error)
 	if _, err := s.locked(ctx, `DELETE FROM requests WHERE last_ns < ?`, cutoffNs); err != nil {
 		return deleted, fmt.Errorf("sqlitestore: retention: %w", err)
 	}
+	if err := s.deleteDimLists(ctx, cutoffNs); err != nil {
+		return deleted, fmt.Errorf("sqlitestore: retention: %w", err)
+	}
 	return deleted, nil
+}
+
+// deleteDimLists deletes the lists of dimension values whose last event was
+// before the cutoff, and forgets which lists are stored.
+func (s *Store) deleteDimLists(ctx context.Context, cutoffNs int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	res, err := s.db.ExecContext(ctx, `DELETE FROM dim_lists WHERE last_ns < ?`, cutoffNs)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n > 0 {
+		clear(s.lists.ids)
+		return err
+	}
+	return nil
 }
 
 func (s *Store) locked(ctx context.Context, query string, args ...any) (int64, error) {

@@ -19,7 +19,7 @@ import (
 
 const eventColumns = `event_id, kind, time_ns, end_ns, req_id, stage, model_ver, input_hash, service, host, gpu,
 	severity_number, severity_text, status, failed, name, message, trace_id, span_id, parent_span_id, async_of, attrs,
-	dims, adjusted_count`
+	coalesce((SELECT list FROM dim_lists WHERE id = dim_list), dims), adjusted_count`
 
 // Timeline returns the request's events in time order, with their causes.
 func (s *Store) Timeline(ctx context.Context, reqID string) ([]eventgraph.Event, error) {
@@ -289,7 +289,7 @@ func (s *Store) Requests(ctx context.Context, from, to time.Time, failed bool) (
 var dimensionEventsQuery = `SELECT e.req_id, e.time_ns, coalesce(e.end_ns, 0), e.failed,
 	coalesce(e.severity_number, 0) >= ` + strconv.Itoa(eventgraph.ErrorSeverity) + ` OR coalesce(e.status, '') = 'error',
 	e.model_ver, e.input_hash, e.service, e.host, e.gpu,
-	e.adjusted_count, e.dims,
+	e.adjusted_count, coalesce((SELECT list FROM dim_lists WHERE id = e.dim_list), e.dims),
 	CASE WHEN e.failed THEN json_extract(e.attrs, '$."` + eventgraph.SymptomsAttr + `"') END,
 	CASE WHEN e.failed THEN json_extract(e.attrs, '$."` + failure.ReasonsAttr + `"') END,
 	CASE WHEN e.failed THEN (SELECT json_group_array(rule) FROM (SELECT DISTINCT rule FROM caused WHERE effect_id = e.event_id ORDER BY rule)) END

@@ -60,6 +60,7 @@ type Store struct {
 	db     *sql.DB
 	reader *sql.DB
 	writes writeStatements
+	lists  dimLists
 	opts   Options
 	// mu serializes writes and pruning: SQLite has one writer, and waiting here is cheaper than on its lock.
 	mu sync.Mutex
@@ -98,12 +99,15 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		_ = db.Close()
 		return nil, err
 	}
+	lists, err := prepareDimLists(ctx, db)
+	if err != nil {
+		return nil, errors.Join(err, writes.close(), db.Close())
+	}
 	reader, err := openPool(dsn+"&_pragma=query_only(1)", readerCacheBytes, maxReadConns)
 	if err != nil {
-		_ = db.Close()
-		return nil, err
+		return nil, errors.Join(err, writes.close(), lists.close(), db.Close())
 	}
-	return &Store{db: db, reader: reader, writes: writes, opts: opts}, nil
+	return &Store{db: db, reader: reader, writes: writes, lists: lists, opts: opts}, nil
 }
 
 // openPool opens conns connections, each with a page cache resident at
@@ -120,17 +124,18 @@ func openPool(dsn string, cacheBytes, conns int) (*sql.DB, error) {
 
 // Close closes the file.
 func (s *Store) Close(context.Context) error {
-	return errors.Join(s.writes.close(), s.reader.Close(), s.db.Close())
+	return errors.Join(s.writes.close(), s.lists.close(), s.reader.Close(), s.db.Close())
 }
 
 // DB is the underlying database, for tests and tools that inspect the file.
 func (s *Store) DB() *sql.DB { return s.db }
 
-// addRankedColumns adds the columns dims and adjusted_count to a file
-// written before they existed. They hold an event's Dims and AdjustedCount,
-// which every root-cause ranking reads from every event of its window:
-// a json_extract per event and attribute was a third of a ranking's read
-// time. The file's older events keep them in attrs (eventgraph.dims and
+// addRankedColumns adds the columns dims, adjusted_count and dim_list to a
+// file written before they existed. They hold an event's Dims (dims the
+// list, dim_list since, see dimLists) and AdjustedCount, which every
+// root-cause ranking reads from every event of its window: a json_extract
+// per event and attribute was a third of a ranking's read time. The file's
+// older events keep them in attrs (eventgraph.dims and
 // sampling.adjusted_count): read back whole, they are unchanged; ranked,
 // they count with no discovered dimension and weight 1 until they age out
 // of the windows people rank.
@@ -151,7 +156,7 @@ func addRankedColumns(ctx context.Context, db *sql.DB) error {
 	if err := rows.Close(); err != nil {
 		return err
 	}
-	for _, add := range []string{"dims TEXT", "adjusted_count REAL"} {
+	for _, add := range []string{"dims TEXT", "adjusted_count REAL", "dim_list INTEGER"} {
 		if name, _, _ := strings.Cut(add, " "); !have[name] {
 			if _, err := db.ExecContext(ctx, "ALTER TABLE events ADD COLUMN "+add); err != nil {
 				return err
@@ -186,7 +191,8 @@ CREATE TABLE IF NOT EXISTS events (
 	async_of        TEXT,
 	attrs           TEXT,
 	dims            TEXT,
-	adjusted_count  REAL
+	adjusted_count  REAL,
+	dim_list        INTEGER
 );
 CREATE INDEX IF NOT EXISTS events_by_request ON events (req_id, time_ns, event_id);
 CREATE INDEX IF NOT EXISTS events_by_time ON events (time_ns);
@@ -210,6 +216,14 @@ DROP INDEX IF EXISTS caused_by_cause;
 CREATE TRIGGER IF NOT EXISTS events_delete_caused AFTER DELETE ON events BEGIN
 	DELETE FROM caused WHERE effect_id = old.event_id;
 END;
+
+-- Lists of dimension values, each stored once (see dimLists); events written
+-- before dim_list hold theirs in dims.
+CREATE TABLE IF NOT EXISTS dim_lists (
+	id      INTEGER PRIMARY KEY,
+	list    TEXT NOT NULL UNIQUE,
+	last_ns INTEGER NOT NULL
+);
 
 CREATE TABLE IF NOT EXISTS requests (
 	req_id   TEXT PRIMARY KEY,

@@ -2,6 +2,7 @@ package sqlitestore
 
 import (
 	"context"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -294,4 +295,77 @@ func TestPageCachesAreBounded(t *testing.T) {
 	assert.Equal(t, 1, s.db.Stats().MaxOpenConnections)
 	_, err := s.reader.Exec(`DELETE FROM events`)
 	assert.Error(t, err, "readers are query-only")
+}
+
+func dimsEvent(n int, at time.Duration, dims ...string) eventgraph.Event {
+	return eventgraph.Event{ID: storetest.ID(n), Kind: eventgraph.KindLog, Time: storetest.T0.Add(at), ReqID: "req-dims", Dims: dims}
+}
+
+func timelineDims(t *testing.T, s *Store) map[string][]string {
+	t.Helper()
+	timeline, err := s.Timeline(context.Background(), "req-dims")
+	require.NoError(t, err)
+	out := map[string][]string{}
+	for _, e := range timeline {
+		out[e.ID] = e.Dims
+	}
+	return out
+}
+
+// TestDimListsAreStoredOnce: events with equal lists refer to one stored list.
+func TestDimListsAreStoredOnce(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, Options{})
+	require.NoError(t, s.Write(ctx, []eventgraph.Event{dimsEvent(1, 0, "a=1"), dimsEvent(2, time.Second, "a=1"), dimsEvent(3, 2*time.Second, "a=2")}))
+	require.NoError(t, s.Write(ctx, []eventgraph.Event{dimsEvent(4, 3*time.Second, "a=1"), dimsEvent(5, 4*time.Second)}))
+	assert.Equal(t, 2, count(t, s, `SELECT count(*) FROM dim_lists`))
+	assert.Equal(t, map[string][]string{storetest.ID(1): {"a=1"}, storetest.ID(2): {"a=1"}, storetest.ID(3): {"a=2"},
+		storetest.ID(4): {"a=1"}, storetest.ID(5): nil}, timelineDims(t, s))
+}
+
+// TestDimListOfAFailedWriteIsStoredAgain: a list stored by a Write that
+// failed is gone with it, and the next Write stores it again.
+func TestDimListOfAFailedWriteIsStoredAgain(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, Options{})
+	rejected := dimsEvent(2, time.Second)
+	rejected.Attrs = map[string]any{"x": math.NaN()}
+	require.Error(t, s.Write(ctx, []eventgraph.Event{dimsEvent(1, 0, "a=1"), rejected}))
+	require.NoError(t, s.Write(ctx, []eventgraph.Event{dimsEvent(1, 0, "a=1")}))
+	assert.Equal(t, map[string][]string{storetest.ID(1): {"a=1"}}, timelineDims(t, s))
+}
+
+// TestPruneDeletesDimListsWithTheirLastEvent: a list goes when the last
+// event that refers to it does, also when an event merged without
+// dimensions kept it to a later time, and is stored again when it comes back.
+func TestPruneDeletesDimListsWithTheirLastEvent(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, Options{MaxAge: time.Hour})
+	require.NoError(t, s.Write(ctx, []eventgraph.Event{dimsEvent(1, 0, "a=1"), dimsEvent(2, time.Minute, "a=2"), dimsEvent(3, 0, "a=3")}))
+	require.NoError(t, s.Write(ctx, []eventgraph.Event{dimsEvent(3, 2*time.Minute)}), "merged later, without its dimensions")
+
+	_, err := s.Prune(ctx, storetest.T0.Add(time.Hour+30*time.Second))
+	require.NoError(t, err)
+	assert.Equal(t, map[string][]string{storetest.ID(2): {"a=2"}, storetest.ID(3): {"a=3"}}, timelineDims(t, s))
+	assert.Equal(t, 2, count(t, s, `SELECT count(*) FROM dim_lists`))
+
+	require.NoError(t, s.Write(ctx, []eventgraph.Event{dimsEvent(4, 3*time.Minute, "a=1")}))
+	assert.Equal(t, []string{"a=1"}, timelineDims(t, s)[storetest.ID(4)])
+}
+
+// TestEventsWrittenBeforeDimListsKeepTheirDims: a file's events written
+// when the list was a column of each event read back with it, in
+// timelines and in rankings.
+func TestEventsWrittenBeforeDimListsKeepTheirDims(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, Options{})
+	_, err := s.DB().ExecContext(ctx, `INSERT INTO events (event_id, kind, time_ns, req_id, failed, dims) VALUES (?, 'log', ?, 'req-dims', 0, '["a=0"]')`,
+		storetest.ID(1), storetest.T0.UnixNano())
+	require.NoError(t, err)
+	require.NoError(t, s.Write(ctx, []eventgraph.Event{dimsEvent(2, time.Second, "a=1")}))
+	assert.Equal(t, map[string][]string{storetest.ID(1): {"a=0"}, storetest.ID(2): {"a=1"}}, timelineDims(t, s))
+	ranked, _, err := s.DimensionEvents(ctx, storetest.T0, storetest.T0.Add(time.Minute), 10)
+	require.NoError(t, err)
+	require.Len(t, ranked, 2)
+	assert.ElementsMatch(t, [][]string{{"a=0"}, {"a=1"}}, [][]string{ranked[0].Dims, ranked[1].Dims})
 }

@@ -12,7 +12,7 @@ import (
 
 const writtenEventColumns = `event_id, kind, time_ns, end_ns, req_id, stage, model_ver, input_hash, service, host, gpu,
 	severity_number, severity_text, status, failed, name, message, trace_id, span_id, parent_span_id,
-	async_of, attrs, dims, adjusted_count`
+	async_of, attrs, dim_list, adjusted_count`
 
 // Events whose id is not stored yet are inserted many to a statement. OR
 // IGNORE, not an upsert: with an upsert, SQLite journals every page a
@@ -61,7 +61,7 @@ var mergeEvent = multiRowInsert{
 	async_of = coalesce(excluded.async_of, async_of),
 	attrs = CASE WHEN attrs IS NULL OR excluded.attrs IS NULL THEN coalesce(excluded.attrs, attrs)
 		ELSE json_patch(attrs, excluded.attrs) END,
-	dims = coalesce(excluded.dims, dims),
+	dim_list = coalesce(excluded.dim_list, dim_list),
 	adjusted_count = coalesce(excluded.adjusted_count, adjusted_count)
 WHERE events.req_id IS NULL OR events.req_id = excluded.req_id`,
 }
@@ -118,7 +118,8 @@ func (s *Store) Write(ctx context.Context, events []eventgraph.Event) error {
 		return fmt.Errorf("sqlitestore: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }() // a no-op after Commit
-	refused, err := s.writes.writeEvents(ctx, tx, events)
+	lists := s.lists.forWrite(ctx, tx)
+	refused, err := s.writes.writeEvents(ctx, tx, events, lists)
 	if err != nil {
 		return err
 	}
@@ -129,9 +130,13 @@ func (s *Store) Write(ctx context.Context, events []eventgraph.Event) error {
 	if _, _, err := s.writes.requests.exec(ctx, tx, requestArgs(eventgraph.Requests(written))); err != nil {
 		return fmt.Errorf("sqlitestore: write requests: %w", err)
 	}
+	if err := lists.touch(); err != nil {
+		return err
+	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("sqlitestore: commit: %w", err)
 	}
+	lists.committed()
 	if s.opts.OnReject != nil {
 		for _, i := range refused {
 			s.opts.OnReject(events[i])
@@ -145,10 +150,11 @@ func (s *Store) Write(ctx context.Context, events []eventgraph.Event) error {
 // before the Write and every id seen again are merged one by one, in the
 // events' order.
 type eventWriter struct {
-	ctx context.Context
-	tx  *sql.Tx
-	w   writeStatements
-	enc jsonEncoder
+	ctx   context.Context
+	tx    *sql.Tx
+	w     writeStatements
+	enc   jsonEncoder
+	lists *writeDimLists
 	// seen are the ids of the events added so far: a statement of new
 	// events holds the first event of each id in the Write.
 	seen map[string]struct{}
@@ -161,8 +167,8 @@ type eventWriter struct {
 
 // writeEvents writes the events and returns the positions of those it
 // refused (another request holds their id), in increasing order.
-func (w writeStatements) writeEvents(ctx context.Context, tx *sql.Tx, events []eventgraph.Event) ([]int, error) {
-	ew := eventWriter{ctx: ctx, tx: tx, w: w, seen: make(map[string]struct{}, len(events))}
+func (w writeStatements) writeEvents(ctx context.Context, tx *sql.Tx, events []eventgraph.Event, lists *writeDimLists) ([]int, error) {
+	ew := eventWriter{ctx: ctx, tx: tx, w: w, lists: lists, seen: make(map[string]struct{}, len(events))}
 	for i := range events {
 		if err := ew.add(events, i); err != nil {
 			return nil, err
@@ -184,7 +190,7 @@ func (ew *eventWriter) add(events []eventgraph.Event, i int) error {
 	}
 	ew.seen[e.ID] = struct{}{}
 	var err error
-	if ew.args, err = appendEventArgs(ew.args, e, &ew.enc); err != nil {
+	if ew.args, err = appendEventArgs(ew.args, e, &ew.enc, ew.lists); err != nil {
 		return err
 	}
 	ew.pending = append(ew.pending, i)
@@ -256,7 +262,7 @@ func (ew *eventWriter) storedBefore(events []eventgraph.Event, positions []int, 
 // merge upserts one event, and records it refused when the upsert changed no row.
 func (ew *eventWriter) merge(events []eventgraph.Event, i int) error {
 	var err error
-	if ew.mergeArgs, err = appendEventArgs(ew.mergeArgs[:0], &events[i], &ew.enc); err != nil {
+	if ew.mergeArgs, err = appendEventArgs(ew.mergeArgs[:0], &events[i], &ew.enc, ew.lists); err != nil {
 		return err
 	}
 	changed, _, err := ew.w.mergeEvent.exec(ew.ctx, ew.tx, ew.mergeArgs)
@@ -265,17 +271,26 @@ func (ew *eventWriter) merge(events []eventgraph.Event, i int) error {
 	}
 	if changed == 0 {
 		ew.refused = append(ew.refused, i)
+		return nil
+	}
+	if len(events[i].Dims) == 0 {
+		return ew.lists.keepFor(events[i].ID, events[i].Time.UnixNano())
 	}
 	return nil
 }
 
 // appendEventArgs appends the event's row, in the order of writtenEventColumns.
-func appendEventArgs(args []any, e *eventgraph.Event, enc *jsonEncoder) ([]any, error) {
+func appendEventArgs(args []any, e *eventgraph.Event, enc *jsonEncoder, lists *writeDimLists) ([]any, error) {
 	attrs, err := enc.attrs(e.Attrs)
 	if err != nil {
 		return nil, eventgraph.Permanent(fmt.Errorf("sqlitestore: event %s: %w", e.ID, err))
 	}
-	dims := enc.list(e.Dims)
+	var dimList any
+	if len(e.Dims) > 0 {
+		if dimList, err = lists.id(e.Dims, enc, e.Time.UnixNano()); err != nil {
+			return nil, err
+		}
+	}
 	var end any
 	if !e.End.IsZero() {
 		end = e.End.UnixNano()
@@ -287,7 +302,7 @@ func appendEventArgs(args []any, e *eventgraph.Event, enc *jsonEncoder) ([]any, 
 	return append(args, e.ID, string(e.Kind), e.Time.UnixNano(), end,
 		null(e.ReqID), null(e.Stage), null(e.ModelVer), null(e.InputHash), null(e.Service), null(e.Host), null(e.GPU),
 		severity, null(e.SeverityText), null(e.Status), e.Failed, null(e.Name), null(e.Message),
-		null(e.TraceID), null(e.SpanID), null(e.ParentSpanID), null(e.AsyncOf), attrs, dims, weight(e.AdjustedCount)), nil
+		null(e.TraceID), null(e.SpanID), null(e.ParentSpanID), null(e.AsyncOf), attrs, dimList, weight(e.AdjustedCount)), nil
 }
 
 func causeArgs(events []eventgraph.Event) []any {
