@@ -12,7 +12,8 @@
 # Environment:
 #   LOOM_BIN               collector binary (default bin/otelcol-loom)
 #   LOOM_GPU_CHECK_DIR     output directory (default a new /tmp/loom-gpu-check.*):
-#                          metrics.json, logs.json, collector.log, oom.log, telemetry.txt
+#                          metrics.json, logs.json, collector.log, oom.log, telemetry.txt,
+#                          uvm-status-offsets.txt
 #   LOOM_GPU_CHECK_PYTHON  the python with torch that runs oom.py (default python3)
 #
 # Exit status: 0 when the collector ran and exported metrics, even when no
@@ -93,7 +94,7 @@ log "driver: $(cat /sys/module/nvidia/version 2>/dev/null || echo '? (no /sys/mo
 export LOOM_GPU_CHECK_DIR=${LOOM_GPU_CHECK_DIR:-$(mktemp -d /tmp/loom-gpu-check.XXXXXX)}
 DIR=$LOOM_GPU_CHECK_DIR
 mkdir -p "$DIR"
-rm -f "$DIR"/metrics.json "$DIR"/logs.json "$DIR"/collector.log "$DIR"/oom.log "$DIR"/telemetry.txt
+rm -f "$DIR"/metrics.json "$DIR"/logs.json "$DIR"/collector.log "$DIR"/oom.log "$DIR"/telemetry.txt "$DIR"/uvm-status-offsets.txt
 log "output directory: $DIR"
 
 if (exec 3<>/dev/tcp/127.0.0.1/18888) 2>/dev/null; then
@@ -200,6 +201,13 @@ while True:
     n += b"NVRM: Xid (" in rec.split(b"\n", 1)[0]
 print(n)')
 log "kernel log: $KERNEL_XIDS 'NVRM: Xid' line(s)"
+# Where this driver writes each uvm command's status, against the tracer's
+# layouts: kept as a test fixture, a driver's file makes the layouts a test.
+if python3 test/gpu/uvm_status_offsets.py >"$DIR/uvm-status-offsets.txt" 2>&1; then
+	log "uvm status offsets of this driver: $DIR/uvm-status-offsets.txt (copy it to receiver/gpureceiver/internal/ioctltrace/testdata/uvm-status-offsets-$(cat /sys/module/nvidia/version 2>/dev/null || echo DRIVER).txt and run that package's tests to check the tracer's layouts)"
+else
+	log "WARN: test/gpu/uvm_status_offsets.py failed: $(tail -n 1 "$DIR/uvm-status-offsets.txt")"
+fi
 
 
 # ---- report ----------------------------------------------------------------------
@@ -214,7 +222,7 @@ python3 test/gpu/summarize.py --dir "$DIR" --pid "${OOM_PID:-0}" --comm "$WORKLO
 SUM_RC=$?
 set -e
 echo
-log "files: $DIR (metrics.json logs.json collector.log oom.log telemetry.txt)"
+log "files: $DIR (metrics.json logs.json collector.log oom.log telemetry.txt uvm-status-offsets.txt)"
 case $SUM_RC in
 0) ;;
 2) fail "the collector exported no metrics (see the collector warnings above)" ;;

@@ -4,7 +4,10 @@ package ioctltrace
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -72,6 +75,45 @@ func TestStatusLayoutsFollowTheDriverVersion(t *testing.T) {
 	}
 	_, ok := offsetOf("595.45.04", 0x2B, 40)
 	assert.False(t, ok, "the 40-byte NVOS64 is gone since 535")
+}
+
+// TestUVMLayoutsMatchTheDriversProbed: the uvm status offsets a driver
+// showed test/gpu/uvm_status_offsets.py (testdata/uvm-status-offsets-*.txt,
+// one file per driver probed) are the table's for that version, and every
+// command probed has one.
+func TestUVMLayoutsMatchTheDriversProbed(t *testing.T) {
+	files, err := filepath.Glob("testdata/uvm-status-offsets-*.txt")
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		require.NoError(t, err)
+		var table map[uint32]uint32
+		probed := 0
+		for line := range strings.Lines(string(data)) {
+			fields := strings.Fields(line)
+			switch {
+			case len(fields) == 0 || strings.HasPrefix(fields[0], "#"):
+			case fields[0] == "driver:":
+				v, err := ParseDriverVersion(fields[1])
+				require.NoError(t, err, file)
+				table = map[uint32]uint32{}
+				for _, o := range offsetsFor(v) {
+					if o.kind == KindUVM {
+						table[o.nr] = o.offset
+					}
+				}
+			case len(fields) == 4 && fields[2] != "-":
+				require.NotNil(t, table, "%s: no driver line before %q", file, line)
+				nr, err1 := strconv.ParseUint(fields[0], 10, 32)
+				offset, err2 := strconv.ParseUint(fields[2], 10, 32)
+				require.NoError(t, errors.Join(err1, err2), "%s: %q", file, line)
+				assert.Equal(t, uint32(offset), table[uint32(nr)], "%s: %s", file, fields[1])
+				probed++
+			}
+		}
+		assert.Positive(t, probed, file)
+	}
 }
 
 func TestParseDriverVersion(t *testing.T) {

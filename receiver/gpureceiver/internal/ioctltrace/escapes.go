@@ -65,6 +65,7 @@ var uvmEscapes = map[uint32]string{
 	25:         "UVM_REGISTER_GPU_VASPACE",
 	26:         "UVM_UNREGISTER_GPU_VASPACE",
 	27:         "UVM_REGISTER_CHANNEL",
+	28:         "UVM_UNREGISTER_CHANNEL",
 	29:         "UVM_ENABLE_PEER_ACCESS",
 	33:         "UVM_MAP_EXTERNAL_ALLOCATION",
 	34:         "UVM_FREE",
@@ -181,6 +182,12 @@ var statusOffsets = []statusOffset{
 	// 580.159 left each freed range's length at offset 8.
 	{KindUVM, 34, 0, 16, 0, 0},
 	{KindUVM, 27, 0, 48, 0, 0}, // UVM_REGISTER_CHANNEL
+	{KindUVM, 28, 0, 24, 0, 0}, // UVM_UNREGISTER_CHANNEL
+	// Their per-GPU arrays hold UVM_MAX_GPUS entries: 32 before 570, 256 since.
+	{KindUVM, 33, 0, 1196, 0, 570}, // UVM_MAP_EXTERNAL_ALLOCATION
+	{KindUVM, 33, 0, 9260, 570, 0},
+	{KindUVM, 68, 0, 1176, 0, 570}, // UVM_ALLOC_SEMAPHORE_POOL
+	{KindUVM, 68, 0, 9240, 570, 0},
 	{KindUVM, 51, 0, 72, 0, 0}, // UVM_MIGRATE
 	{KindUVM, 39, 0, 4, 0, 0},  // UVM_PAGEABLE_MEM_ACCESS
 	{KindUVM, 65, 0, 32, 0, 0}, // UVM_MAP_DYNAMIC_PARALLELISM_REGION
