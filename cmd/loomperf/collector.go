@@ -31,9 +31,27 @@ type collector struct {
 	waitErr   error
 }
 
+// errPortTaken: a port picked free was bound by another process before
+// the collector could bind it.
+var errPortTaken = errors.New("a listener's port was taken")
+
+// startAttempts bounds the starts on other ports after errPortTaken.
+const startAttempts = 3
+
 // startCollector writes cfg into a fresh temporary directory, runs bin
-// there and waits until health_check reports ready.
-func startCollector(bin string, cfg map[string]any) (c *collector, err error) {
+// there and waits until health_check reports ready. Its listeners get free
+// ports; when another process (a test beside this one) takes one before
+// the collector binds it, it starts again on others.
+func startCollector(bin string, cfg map[string]any) (*collector, error) {
+	for attempt := 1; ; attempt++ {
+		c, err := startCollectorOnce(bin, cfg)
+		if !errors.Is(err, errPortTaken) || attempt == startAttempts {
+			return c, err
+		}
+	}
+}
+
+func startCollectorOnce(bin string, cfg map[string]any) (c *collector, err error) {
 	moved, err := moveListeners(cfg)
 	if err != nil {
 		return nil, err
@@ -99,7 +117,11 @@ func (c *collector) waitReady(health string, timeout time.Duration) error {
 	for time.Now().Before(deadline) {
 		select {
 		case <-c.exited:
-			return fmt.Errorf("the collector exited during start-up (%w); its log:\n%s", c.waitErr, c.logTail())
+			log := c.logTail()
+			if strings.Contains(log, "address already in use") {
+				return fmt.Errorf("the collector exited during start-up (%w, %w); its log:\n%s", c.waitErr, errPortTaken, log)
+			}
+			return fmt.Errorf("the collector exited during start-up (%w); its log:\n%s", c.waitErr, log)
 		default:
 		}
 		if resp, err := client.Get("http://" + health + "/"); err == nil {

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -8,6 +10,25 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
+
+// TestStartRetriesWhenAPortIsTaken: a collector that exits because a port
+// picked free was taken meanwhile is started again on other ports, up to
+// startAttempts times; the error says why.
+func TestStartRetriesWhenAPortIsTaken(t *testing.T) {
+	dir := t.TempDir()
+	starts := filepath.Join(dir, "starts")
+	bin := filepath.Join(dir, "collector")
+	require.NoError(t, os.WriteFile(bin, []byte("#!/bin/sh\necho start >> "+starts+
+		"\necho 'listen tcp 127.0.0.1:1: bind: address already in use'\nexit 1\n"), 0o700))
+	cfg, err := loomConfig("../..")
+	require.NoError(t, err)
+
+	_, err = startCollector(bin, cfg)
+	require.ErrorIs(t, err, errPortTaken)
+	got, err := os.ReadFile(starts)
+	require.NoError(t, err)
+	assert.Equal(t, startAttempts, strings.Count(string(got), "start"))
+}
 
 func TestMoveListenersMovesEveryLoopbackListener(t *testing.T) {
 	cfg, err := loomConfig("../..")
