@@ -267,6 +267,17 @@ func (r *restartableCollector) log() string {
 // log is the collector's output so far.
 func (c *collector) log() string { return c.out.String() }
 
+// problems is the collector's last 20 warnings and errors, for a failure's message.
+func (c *collector) problems() string {
+	var lines []string
+	for line := range strings.Lines(c.log()) {
+		if strings.Contains(line, "\twarn\t") || strings.Contains(line, "\terror\t") {
+			lines = append(lines, line)
+		}
+	}
+	return strings.Join(lines[max(0, len(lines)-20):], "")
+}
+
 // dialOTLP connects to the collector's OTLP gRPC receiver; the connection
 // closes with the test.
 func (c *collector) dialOTLP() *grpc.ClientConn {

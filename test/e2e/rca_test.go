@@ -43,8 +43,8 @@ func TestRCAPageFromTheCollector(t *testing.T) {
 		}
 	}
 	if len(listed) < 100 || wrong > len(listed)/20 {
-		t.Fatalf("the page lists %d failing requests, %d of them healthy by the ground truth; want at least 100, at most 5%% healthy",
-			len(listed), wrong)
+		t.Fatalf("the page lists %d failing requests, %d of them healthy by the ground truth; want at least 100, at most 5%% healthy; the collector's last warnings and errors:\n%s",
+			len(listed), wrong, col.problems())
 	}
 
 	id := listed[0]
