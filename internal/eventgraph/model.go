@@ -106,38 +106,24 @@ type Cause struct {
 }
 
 // SpanKey identifies the span the event is (spans only): the target of its children's CHILD_OF edges.
-func (e *Event) SpanKey() string { return joinKey(e.SpanRef()) }
-
-// SpanRef is SpanKey in its parts, the trace and span ids; both empty when
-// the event is no span.
-func (e *Event) SpanRef() (traceID, spanID string) {
+func (e *Event) SpanKey() string {
 	if e.Kind != KindSpan || e.TraceID == "" || e.SpanID == "" {
-		return "", ""
+		return ""
 	}
-	return e.TraceID, e.SpanID
+	return e.TraceID + "/" + e.SpanID
 }
 
 // ParentKey is the SpanKey of the span the event is a CHILD_OF: a span's parent,
 // or the span a log record was logged in.
-func (e *Event) ParentKey() string { return joinKey(e.ParentRef()) }
-
-// ParentRef is ParentKey in its parts; both empty when the event has no parent.
-func (e *Event) ParentRef() (traceID, spanID string) {
+func (e *Event) ParentKey() string {
 	parent := e.ParentSpanID
 	if e.Kind == KindLog {
 		parent = e.SpanID
 	}
 	if e.TraceID == "" || parent == "" {
-		return "", ""
-	}
-	return e.TraceID, parent
-}
-
-func joinKey(traceID, spanID string) string {
-	if traceID == "" {
 		return ""
 	}
-	return traceID + "/" + spanID
+	return e.TraceID + "/" + parent
 }
 
 // Request is a Request node: the outcome and time span of one req_id's events.

@@ -226,16 +226,14 @@ func scanSpans(rows *sql.Rows) ([]eventgraph.Event, error) {
 // appendSpanEdges appends the CHILD_OF edges between the events and the
 // related events, both ways, and the ASYNC_OF edges from related events into the events.
 func appendSpanEdges(out []eventgraph.Edge, events, related []eventgraph.Event) []eventgraph.Edge {
-	type spanRef struct{ trace, span string }
-	spans, children := map[spanRef][]string{}, map[spanRef][]string{}
-	detached := map[string][]string{}
+	spans, children, detached := map[string][]string{}, map[string][]string{}, map[string][]string{}
 	for i := range related {
 		r := &related[i]
-		if trace, span := r.SpanRef(); trace != "" {
-			spans[spanRef{trace, span}] = append(spans[spanRef{trace, span}], r.ID)
+		if key := r.SpanKey(); key != "" {
+			spans[key] = append(spans[key], r.ID)
 		}
-		if trace, parent := r.ParentRef(); trace != "" {
-			children[spanRef{trace, parent}] = append(children[spanRef{trace, parent}], r.ID)
+		if key := r.ParentKey(); key != "" {
+			children[key] = append(children[key], r.ID)
 		}
 		if r.AsyncOf != "" {
 			detached[r.AsyncOf] = append(detached[r.AsyncOf], r.ID)
@@ -243,13 +241,13 @@ func appendSpanEdges(out []eventgraph.Edge, events, related []eventgraph.Event) 
 	}
 	for i := range events {
 		e := &events[i]
-		if trace, parent := e.ParentRef(); trace != "" {
-			for _, p := range spans[spanRef{trace, parent}] {
+		if key := e.ParentKey(); key != "" {
+			for _, p := range spans[key] {
 				out = append(out, eventgraph.Edge{From: e.ID, To: p, Type: eventgraph.EdgeChildOf})
 			}
 		}
-		if trace, span := e.SpanRef(); trace != "" {
-			for _, c := range children[spanRef{trace, span}] {
+		if key := e.SpanKey(); key != "" {
+			for _, c := range children[key] {
 				out = append(out, eventgraph.Edge{From: c, To: e.ID, Type: eventgraph.EdgeChildOf})
 			}
 		}
