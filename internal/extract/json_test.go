@@ -189,6 +189,9 @@ func FuzzJSON(f *testing.F) {
 			}
 		}
 		// Compare values where keys are unique (duplicates and dotted keys collide differently).
+		if hasDuplicateKeys(body) {
+			return
+		}
 		got := map[string]string{}
 		for _, f := range fields {
 			if _, dup := got[f.Key]; dup {
@@ -214,4 +217,53 @@ func FuzzJSON(f *testing.F) {
 			}
 		}
 	})
+}
+
+// hasDuplicateKeys reports whether an object in the JSON text repeats a key
+// at any depth: the reference keeps the last, the extractor every field of
+// each, so a repeated parent's fields are not comparable even when their
+// flattened keys differ.
+func hasDuplicateKeys(body string) bool {
+	dec := json.NewDecoder(strings.NewReader(body))
+	type level struct {
+		keys      map[string]bool
+		expectKey bool
+	}
+	var stack []*level
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		var top *level
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		switch t := tok.(type) {
+		case json.Delim:
+			switch t {
+			case '{':
+				stack = append(stack, &level{keys: map[string]bool{}, expectKey: true})
+			case '[':
+				stack = append(stack, &level{})
+			default:
+				stack = stack[:len(stack)-1]
+				if len(stack) > 0 && stack[len(stack)-1].keys != nil {
+					stack[len(stack)-1].expectKey = true
+				}
+			}
+			continue
+		case string:
+			if top != nil && top.keys != nil && top.expectKey {
+				if top.keys[t] {
+					return true
+				}
+				top.keys[t], top.expectKey = true, false
+				continue
+			}
+		}
+		if top != nil && top.keys != nil {
+			top.expectKey = true
+		}
+	}
 }
