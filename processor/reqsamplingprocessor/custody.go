@@ -55,8 +55,8 @@ func marshal(b *batch) ([]byte, error) {
 	return pdatarequest.MarshalTraces(b.ctx, b.traces)
 }
 
-// openJournal opens the storage named by storage, if any, and replays what
-// the last run left there.
+// openJournal opens the storage named by storage, if any, and reads what
+// the last run left there, to replay each signal's as its processor starts.
 func (s *sampler) openJournal(ctx context.Context, host component.Host) error {
 	if s.cfg.Storage == nil {
 		return nil
@@ -72,7 +72,31 @@ func (s *sampler) openJournal(ctx context.Context, host component.Host) error {
 		return err
 	}
 	s.journal = j
-	return s.replay(ctx)
+	entries, err := j.Replay(ctx)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		sig, _, ok := kindOf(e.Seq.Kind())
+		err := fmt.Errorf("unknown entry kind %d", e.Seq.Kind())
+		if ok {
+			if len(s.outlets[sig]) > 0 {
+				s.unreplayed[sig] = append(s.unreplayed[sig], e)
+				continue
+			}
+			err = fmt.Errorf("no %s pipeline uses %s any more", signalNames[sig], s.id)
+		}
+		if err := s.drop(ctx, e, err); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// drop deletes an entry that cannot be replayed, and says why.
+func (s *sampler) drop(ctx context.Context, e custody.Entry, why error) error {
+	s.logger.Warn("Dropped records the last run kept in storage", zap.Uint64("entry", uint64(e.Seq)), zap.Error(why))
+	return s.journal.Release(ctx, e.Seq)
 }
 
 // keep writes an arriving batch to storage, before its sender is answered.
@@ -120,31 +144,24 @@ func (s *sampler) unkeep(b *batch) {
 	}
 }
 
-// replay takes in again what the last run kept and never passed on, before
-// the shards run: batches as they arrived wait for a decision again;
-// decided ones are passed on as they are, with the client metadata they
-// came with.
-func (s *sampler) replay(ctx context.Context) error {
-	entries, err := s.journal.Replay(ctx)
-	if err != nil {
-		return err
-	}
+// replay takes in again what the last run kept of sig's records and never
+// passed on: batches as they arrived wait for a decision again; decided ones
+// are passed on as they are, with the client metadata they came with.
+func (s *sampler) replay(ctx context.Context, sig signal) error {
+	entries := s.unreplayed[sig]
+	s.unreplayed[sig] = nil
 	var replayed, lost int
 	for _, e := range entries {
 		b, decided, err := s.unmarshalEntry(e)
-		if err == nil && len(s.outlets[b.signal]) == 0 {
-			err = fmt.Errorf("no %s pipeline uses %s any more", signalNames[b.signal], s.id)
-		}
 		if err != nil {
 			lost++
-			s.logger.Warn("Dropped records the last run kept in storage", zap.Uint64("entry", uint64(e.Seq)), zap.Error(err))
-			if err := s.journal.Release(ctx, e.Seq); err != nil {
+			if err := s.drop(ctx, e, err); err != nil {
 				return err
 			}
 			continue
 		}
 		replayed++
-		b.to, b.seq = s.outlets[b.signal][0], e.Seq
+		b.to, b.seq = s.outlets[sig][0], e.Seq
 		if decided {
 			if err := b.to.consume(b.ctx, b); err != nil {
 				s.logger.Warn("The next consumer refused replayed records", zap.Error(err))
@@ -152,15 +169,13 @@ func (s *sampler) replay(ctx context.Context) error {
 			s.unkeep(b)
 			continue
 		}
-		b.arrived = s.now()
-		s.split(b)
-		for i := range b.parts {
-			s.shards[b.parts[i].shard].ingest(&b.parts[i])
+		if err := s.admit(ctx, b); err != nil {
+			return err
 		}
 	}
 	if replayed+lost > 0 {
 		s.logger.Info("Replayed the records the last run kept and had not passed on",
-			zap.Int("batches", replayed), zap.Int("dropped", lost))
+			zap.String("signal", signalNames[sig]), zap.Int("batches", replayed), zap.Int("dropped", lost))
 	}
 	return nil
 }

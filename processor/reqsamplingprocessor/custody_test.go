@@ -2,6 +2,7 @@ package reqsamplingprocessor
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,8 +14,11 @@ import (
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	pdatarequest "go.opentelemetry.io/collector/pdata/xpdata/request"
 	"go.opentelemetry.io/collector/processor/processortest"
 
+	"github.com/loom-otel/loom/internal/custody"
 	"github.com/loom-otel/loom/internal/custody/custodytest"
 	"github.com/loom-otel/loom/processor/reqsamplingprocessor/internal/metadata"
 )
@@ -140,4 +144,68 @@ func TestStorageRefusesTwoPipelinesOfOneSignal(t *testing.T) {
 	assert.ErrorContains(t, err, "processors::reqsampling::storage: reqsampling is in 2 logs pipelines")
 	require.NoError(t, a.Shutdown(context.Background()))
 	require.NoError(t, b.Shutdown(context.Background()))
+}
+
+// The collector starts one pipeline's processors before another pipeline's
+// exporters: a signal's records must not be replayed before its processor
+// starts, or they reach an exporter that is not running.
+func TestASignalsRecordsAreReplayedWhenItsProcessorStarts(t *testing.T) {
+	id := component.MustNewIDWithName(metadata.Type.String(), "replayedlate")
+	host := custodytest.FileStorage(t, t.TempDir())
+	key := "processors::" + id.String() + "::storage"
+	j, err := custody.Open(context.Background(), host, custodytest.ID, component.KindProcessor, id, "", key)
+	require.NoError(t, err)
+	spans, err := pdatarequest.MarshalTraces(context.Background(), tracesOf(rec{reqID: "decided", service: "api", root: true, end: 10}))
+	require.NoError(t, err)
+	waiting, err := pdatarequest.MarshalTraces(context.Background(), tracesOf(rec{reqID: "waiting", service: "api", root: true, end: 10}))
+	require.NoError(t, err)
+	logs, err := pdatarequest.MarshalLogs(context.Background(), logsOf(rec{reqID: "decided"}))
+	require.NoError(t, err)
+	require.NoError(t, j.Keep(context.Background(),
+		custody.Entry{Seq: j.Next(decidedKind(signalTraces)), Data: spans},
+		custody.Entry{Seq: j.Next(arrivedKind(signalTraces)), Data: waiting},
+		custody.Entry{Seq: j.Next(decidedKind(signalLogs)), Data: logs}))
+	require.NoError(t, j.Close(context.Background()))
+
+	cfg := defaultConfig()
+	cfg.BasePercentage = 100
+	cfg.Storage = &custodytest.ID
+	c := &clock{now: t0}
+	ticks := make(chan chan struct{})
+	cfg.options = append(cfg.options, withClock(c.Now), withTicks(ticks))
+	tick := func() {
+		c.advance(time.Minute)
+		ack := make(chan struct{})
+		ticks <- ack
+		<-ack
+	}
+	set := processortest.NewNopSettings(metadata.Type)
+	set.ID = id
+	f := NewFactory()
+	logSink, traceSink := new(consumertest.LogsSink), new(consumertest.TracesSink)
+	var tracesStarted atomic.Bool
+	tracesPipeline, err := consumer.NewTraces(func(ctx context.Context, td ptrace.Traces) error {
+		assert.True(t, tracesStarted.Load(), "spans passed on before their pipeline started")
+		return traceSink.ConsumeTraces(ctx, td)
+	})
+	require.NoError(t, err)
+	lp, err := f.CreateLogs(context.Background(), set, cfg, logSink)
+	require.NoError(t, err)
+	tp, err := f.CreateTraces(context.Background(), set, cfg, tracesPipeline)
+	require.NoError(t, err)
+	defer func() {
+		require.NoError(t, lp.Shutdown(context.Background()))
+		require.NoError(t, tp.Shutdown(context.Background()))
+	}()
+
+	require.NoError(t, lp.Start(context.Background(), host))
+	assert.Equal(t, 1, logSink.LogRecordCount(), "the decided log, at once")
+	tick()
+	assert.Zero(t, traceSink.SpanCount())
+
+	tracesStarted.Store(true)
+	require.NoError(t, tp.Start(context.Background(), host))
+	assert.Equal(t, 1, traceSink.SpanCount(), "the decided span, at once")
+	tick()
+	assert.Equal(t, 2, traceSink.SpanCount(), "and the waiting one, once decided")
 }

@@ -124,7 +124,7 @@ func (f *factory) createLogs(_ context.Context, set processor.Settings, cfg comp
 	if err != nil {
 		return nil, err
 	}
-	return &logsProcessor{lifecycle: f.lifecycle(set.ID, s), Logs: logs}, nil
+	return &logsProcessor{lifecycle: f.lifecycle(set.ID, s, signalLogs), Logs: logs}, nil
 }
 
 func (f *factory) createTraces(_ context.Context, set processor.Settings, cfg component.Config, next consumer.Traces) (processor.Traces, error) {
@@ -147,14 +147,15 @@ func (f *factory) createTraces(_ context.Context, set processor.Settings, cfg co
 	if err != nil {
 		return nil, err
 	}
-	return &tracesProcessor{lifecycle: f.lifecycle(set.ID, s), Traces: traces}, nil
+	return &tracesProcessor{lifecycle: f.lifecycle(set.ID, s, signalTraces), Traces: traces}, nil
 }
 
-// lifecycle starts the sampler with the first processor and, on each
-// processor's shutdown, flushes it or stops it with the last.
-func (f *factory) lifecycle(id component.ID, s *sampler) lifecycle {
+// lifecycle starts the sampler with the first processor and replays sig's
+// records as sig's processor starts; on each processor's shutdown, it
+// flushes the sampler or stops it with the last.
+func (f *factory) lifecycle(id component.ID, s *sampler, sig signal) lifecycle {
 	return lifecycle{
-		StartFunc:    s.start,
+		StartFunc:    func(ctx context.Context, host component.Host) error { return s.start(ctx, host, sig) },
 		ShutdownFunc: func(ctx context.Context) error { return f.shutdown(ctx, id, s) },
 	}
 }

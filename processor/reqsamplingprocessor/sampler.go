@@ -61,6 +61,9 @@ type sampler struct {
 	outlets [numSignals][]*outlet
 	// journal keeps the records waiting for a decision; nil without storage.
 	journal *custody.Journal
+	// unreplayed are the entries the last run left, by signal, until the
+	// processor of their signal starts.
+	unreplayed [numSignals][]custody.Entry
 
 	shards []*shard
 	pool   *releasePool
@@ -75,9 +78,10 @@ type sampler struct {
 	handing sync.RWMutex
 	closed  bool
 
-	startOnce sync.Once
-	stopOnce  sync.Once
-	started   atomic.Bool
+	// starting serializes the processors' starts.
+	starting sync.Mutex
+	stopOnce sync.Once
+	started  atomic.Bool
 
 	// mu guards what every shard learns from and counts decisions in.
 	mu      sync.Mutex
@@ -185,33 +189,46 @@ func (s *sampler) becameHot(key string, bucket bool, st learner.Stats) {
 		zap.Float64("failures", st.Failures), zap.Float64("failure_rate", st.Rate()))
 }
 
-// start replays what the last run left in storage and runs the deciding
-// goroutine, once for all the processors sharing the sampler: the collector
-// creates them all before it starts any.
-func (s *sampler) start(ctx context.Context, host component.Host) error {
-	var err error
-	s.startOnce.Do(func() {
-		if err = s.openJournal(ctx, host); err != nil {
-			return
+// start runs the sampler with the first of its processors, then replays
+// what the last run left in storage for the starting processor's signal.
+// The collector creates every processor before it starts any, and starts a
+// pipeline's downstream components before its processors, so a replayed
+// record always finds its pipeline running: the records of a signal whose
+// processor has not started yet wait for it.
+func (s *sampler) start(ctx context.Context, host component.Host, sig signal) error {
+	s.starting.Lock()
+	defer s.starting.Unlock()
+	if !s.started.Load() {
+		if err := s.startShared(ctx, host); err != nil {
+			return err
 		}
-		if s.share != nil {
-			if err = s.share.start(ctx, host); err != nil {
-				return
-			}
+	}
+	return s.replay(ctx, sig)
+}
+
+// startShared opens the storage and starts the goroutines, once for all the
+// processors sharing the sampler.
+func (s *sampler) startShared(ctx context.Context, host component.Host) error {
+	if err := s.openJournal(ctx, host); err != nil {
+		return err
+	}
+	if s.share != nil {
+		if err := s.share.start(ctx, host); err != nil {
+			return err
 		}
-		if s.handover != nil {
-			if err = s.handover.start(ctx, host); err != nil {
-				return
-			}
+	}
+	if s.handover != nil {
+		if err := s.handover.start(ctx, host); err != nil {
+			return err
 		}
-		s.started.Store(true)
-		registerFailureMap(s.id, s)
-		for _, sh := range s.shards {
-			go sh.run()
-		}
-		go s.run()
-	})
-	return err
+	}
+	s.started.Store(true)
+	registerFailureMap(s.id, s)
+	for _, sh := range s.shards {
+		go sh.run()
+	}
+	go s.run()
+	return nil
 }
 
 // flush decides every waiting request now and forwards the kept records:
@@ -275,15 +292,21 @@ func (s *sampler) submit(ctx context.Context, to *outlet, b *batch) error {
 	if err := s.keep(ctx, b); err != nil {
 		return err
 	}
-	if s.cfg.CompactWaiting {
-		b.compact()
-	}
-	s.split(b)
-	err := s.hand(ctx, b)
+	err := s.admit(ctx, b)
 	if err != nil {
 		s.unkeep(b)
 	}
 	return err
+}
+
+// admit hands a batch to the shards that own its requests, to wait for a
+// decision.
+func (s *sampler) admit(ctx context.Context, b *batch) error {
+	if s.cfg.CompactWaiting {
+		b.compact()
+	}
+	s.split(b)
+	return s.hand(ctx, b)
 }
 
 // shardSalt makes the shard of a request independent of its draw.
