@@ -68,24 +68,37 @@ func decode(sig signal, data []byte) (plog.Logs, ptrace.Traces, error) {
 // yes to (by scan index) back into it, and returns the scan index each
 // decoded record had.
 func (b *batch) expandKept(keep func(i int) bool) ([]int32, error) {
-	f := wireFilter{keep: keep}
+	f := filters.Get().(*wireFilter)
+	defer f.release()
+	f.keep = keep
 	scratch := snappyScratch.Get().(*[]byte)
 	defer snappyScratch.Put(scratch)
 	all, err := snappy.Decode((*scratch)[:cap(*scratch)], b.encoded)
 	*scratch = all
-	var data []byte
 	if err == nil {
-		// The filter copies the kept records out of the pooled buffer.
-		data, _, err = f.filter(nil, all, 0)
+		// Decoding copies every value out of the filtered encoding, so the
+		// filter's buffer goes back to its pool.
+		f.out, _, err = f.filter(f.out[:0], all, 0)
 	}
 	if err == nil {
-		b.logs, b.traces, err = decode(b.signal, data)
+		b.logs, b.traces, err = decode(b.signal, f.out)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("decoding the records that waited compacted: %w", err)
 	}
 	b.encoded = nil
 	return f.kept, nil
+}
+
+// filters holds wire filters with their buffers, which every decided batch
+// with kept records would otherwise allocate and grow anew.
+var filters = sync.Pool{New: func() any { return new(wireFilter) }}
+
+// release returns f to its pool, without the caller's keep; kept goes to
+// the caller.
+func (f *wireFilter) release() {
+	f.keep, f.next, f.kept = nil, 0, nil
+	filters.Put(f)
 }
 
 // wireFilter copies encoded OTLP logs or traces, keeping only some of their
@@ -97,8 +110,10 @@ type wireFilter struct {
 	// next is the scan index of the next record; kept, those of the records kept.
 	next int
 	kept []int32
-	// scratch holds a resource's and a scope's filtered fields, reused.
+	// scratch holds a resource's and a scope's filtered fields, reused;
+	// out, the filtered data.
 	scratch [2][]byte
+	out     []byte
 }
 
 const scopeDepth = 2
