@@ -200,23 +200,33 @@ func (v *Verdict) Annotate(attrs pcommon.Map) {
 	s.EnsureCapacity(len(v.Reasons))
 	for _, r := range v.Reasons {
 		m := s.AppendEmpty().SetEmptyMap()
+		named := [...]struct{ key, value string }{
+			{reasonDetector, r.Detector}, {reasonService, r.Service}, {reasonStage, r.Stage},
+			{reasonAttribute, r.Attribute}, {reasonValue, r.Value},
+		}
+		// Sized once: putting the fields one by one would grow the map four times.
+		n := 2 // kind and text
+		for _, f := range named {
+			if f.value != "" {
+				n++
+			}
+		}
+		measured := r.Kind == KindValueDrift || r.Kind == KindLatency
+		if measured {
+			n += 2
+		}
+		m.EnsureCapacity(n)
 		m.PutStr(reasonKind, r.Kind.String())
-		putNonEmpty(m, reasonDetector, r.Detector)
-		putNonEmpty(m, reasonService, r.Service)
-		putNonEmpty(m, reasonStage, r.Stage)
-		putNonEmpty(m, reasonAttribute, r.Attribute)
-		putNonEmpty(m, reasonValue, r.Value)
-		if r.Kind == KindValueDrift || r.Kind == KindLatency {
+		for _, f := range named {
+			if f.value != "" {
+				m.PutStr(f.key, f.value)
+			}
+		}
+		if measured {
 			m.PutDouble(reasonBaseline, r.Baseline)
 			m.PutDouble(reasonCurrent, r.Current)
 		}
 		m.PutStr(reasonText, r.String())
-	}
-}
-
-func putNonEmpty(m pcommon.Map, k, v string) {
-	if v != "" {
-		m.PutStr(k, v)
 	}
 }
 

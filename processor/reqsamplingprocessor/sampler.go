@@ -541,6 +541,10 @@ func (s *sampler) release(b *batch) {
 	}
 }
 
+// annotations counts the attributes a kept record gains: the policy, the
+// adjusted count, the verdict and its reasons.
+const annotations = 4
+
 // passOnKept filters a batch down to its kept records, annotates them with
 // their request's verdict and passes them on.
 func (s *sampler) passOnKept(b *batch) error {
@@ -562,6 +566,7 @@ func (s *sampler) passOnKept(b *batch) error {
 			return false
 		}
 		v := &b.groups[b.records[scanIndex(i)]].verdict
+		attrs.EnsureCapacity(attrs.Len() + annotations) // grown once, not attribute by attribute
 		attrs.PutStr(golden.SamplingPolicy, s.decider.policyName(*v))
 		attrs.PutDouble(golden.SamplingAdjustedCount, v.adjustedCount())
 		if v.failure != nil {
