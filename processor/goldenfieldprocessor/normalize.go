@@ -211,6 +211,9 @@ const maxConflicts = 8
 // whatever order the attributes came in. The aliases that lost are checked
 // for conflicts (noteConflicts).
 func (c *compiled) copyAliases(attrs pcommon.Map, sc *scratch, t *tally) {
+	// gen_ai.* aliases stay on the record beside their copies: room for
+	// every copy, made at once (a no-op when the removed aliases left it).
+	attrs.EnsureCapacity(attrs.Len() + len(sc.preferred) + len(sc.aliases) + addedToEveryRecord)
 	var lost []aliasValue
 	for i, aliases := range [2][]aliasValue{sc.preferred, sc.aliases} {
 		for _, alias := range aliases {

@@ -188,9 +188,11 @@ func (p *goldenProcessor) shutdown(context.Context) error {
 	return nil
 }
 
-// addedToEveryRecord counts the attributes every record gains (golden.valid,
-// tag): their room is made once, exactly, where appending would double it.
-const addedToEveryRecord = 1
+// addedToEveryRecord counts the attributes a record gains after its fields
+// are normalized: golden.valid, the list of its failures (most records that
+// fail have one list), and event.id, which reqidstitch adds next. Their room
+// is made once, where appending one would double the record's attributes.
+const addedToEveryRecord = 3
 
 // process runs the attribute steps on one record, from normalization to
 // validation: the steps logs and spans share.
