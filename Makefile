@@ -148,9 +148,12 @@ e2e: build test-deps example-venv
 	cd $(HELM_DIR) && LOOM_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -tags e2e -run '^TestRenderedConfigsValidate$$' ./charttest/
 
 # Benchmarks print ratios against baselines measured side by side in the same run.
-bench: test-deps tracefs
+# Its last section is the system benchmark, short: one repetition at 10k/s
+# and unthrottled (about 3 minutes; `make perf` runs it whole).
+bench: test-deps tracefs build
 	command -v strace >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq strace; }
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./... | tee /dev/stderr | $(GO) run ./cmd/benchratio
+	$(GO) run ./cmd/loomperf -bin $(BIN) -loads 10000,0 -reps 1 -window 10s
 
 # The system benchmark (README "Performance"): the built collector at fixed
 # offered loads, Loom's default pipeline beside the stock components doing
