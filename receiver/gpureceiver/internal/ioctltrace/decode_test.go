@@ -79,9 +79,12 @@ func TestStatusLayoutsFollowTheDriverVersion(t *testing.T) {
 
 // TestUVMLayoutsMatchTheDriversProbed: the uvm status offsets a driver
 // showed test/gpu/uvm_status_offsets.py (testdata/uvm-status-offsets-*.txt,
-// one file per driver probed) are the table's for that version, and every
-// command probed has one.
+// one file per driver probed) are the table's for that version, every
+// command probed has one under the tracer's name for it, and every layout
+// of the table was probed (but UVM_INITIALIZE's: on an uninitialized fd the
+// probe would initialize it).
 func TestUVMLayoutsMatchTheDriversProbed(t *testing.T) {
+	const uvmInitialize = 0x30000001
 	files, err := filepath.Glob("testdata/uvm-status-offsets-*.txt")
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
@@ -89,7 +92,7 @@ func TestUVMLayoutsMatchTheDriversProbed(t *testing.T) {
 		data, err := os.ReadFile(file)
 		require.NoError(t, err)
 		var table map[uint32]uint32
-		probed := 0
+		probed := map[uint32]bool{}
 		for line := range strings.Lines(string(data)) {
 			fields := strings.Fields(line)
 			switch {
@@ -109,10 +112,14 @@ func TestUVMLayoutsMatchTheDriversProbed(t *testing.T) {
 				offset, err2 := strconv.ParseUint(fields[2], 10, 32)
 				require.NoError(t, errors.Join(err1, err2), "%s: %q", file, line)
 				assert.Equal(t, uint32(offset), table[uint32(nr)], "%s: %s", file, fields[1])
-				probed++
+				assert.Equal(t, EscapeName(KindUVM, uint32(nr)), fields[1], "%s: the probe's name for %d", file, nr)
+				probed[uint32(nr)] = true
 			}
 		}
-		assert.Positive(t, probed, file)
+		assert.NotEmpty(t, probed, file)
+		for nr := range table {
+			assert.True(t, probed[nr] || nr == uvmInitialize, "%s: the layout of %s was not probed", file, EscapeName(KindUVM, nr))
+		}
 	}
 }
 
