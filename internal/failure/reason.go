@@ -200,33 +200,28 @@ func (v *Verdict) Annotate(attrs pcommon.Map) {
 	s.EnsureCapacity(len(v.Reasons))
 	for _, r := range v.Reasons {
 		m := s.AppendEmpty().SetEmptyMap()
-		named := [...]struct{ key, value string }{
-			{reasonDetector, r.Detector}, {reasonService, r.Service}, {reasonStage, r.Stage},
-			{reasonAttribute, r.Attribute}, {reasonValue, r.Value},
-		}
-		// Sized once: putting the fields one by one would grow the map four times.
-		n := 2 // kind and text
-		for _, f := range named {
-			if f.value != "" {
-				n++
-			}
-		}
-		measured := r.Kind == KindValueDrift || r.Kind == KindLatency
-		if measured {
-			n += 2
-		}
-		m.EnsureCapacity(n)
+		m.EnsureCapacity(maxReasonFields) // put one by one, its fields would grow the map four times
 		m.PutStr(reasonKind, r.Kind.String())
-		for _, f := range named {
-			if f.value != "" {
-				m.PutStr(f.key, f.value)
-			}
-		}
-		if measured {
+		putNonEmpty(m, reasonDetector, r.Detector)
+		putNonEmpty(m, reasonService, r.Service)
+		putNonEmpty(m, reasonStage, r.Stage)
+		putNonEmpty(m, reasonAttribute, r.Attribute)
+		putNonEmpty(m, reasonValue, r.Value)
+		if r.Kind == KindValueDrift || r.Kind == KindLatency {
 			m.PutDouble(reasonBaseline, r.Baseline)
 			m.PutDouble(reasonCurrent, r.Current)
 		}
 		m.PutStr(reasonText, r.String())
+	}
+}
+
+// maxReasonFields is the most fields a reason's map holds: kind, detector,
+// service, stage, attribute, value, baseline, current and text.
+const maxReasonFields = 9
+
+func putNonEmpty(m pcommon.Map, k, v string) {
+	if v != "" {
+		m.PutStr(k, v)
 	}
 }
 
