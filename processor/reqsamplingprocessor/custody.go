@@ -77,16 +77,17 @@ func (s *sampler) openJournal(ctx context.Context, host component.Host) error {
 		return err
 	}
 	for _, e := range entries {
-		sig, _, ok := kindOf(e.Seq.Kind())
-		err := fmt.Errorf("unknown entry kind %d", e.Seq.Kind())
-		if ok {
-			if len(s.outlets[sig]) > 0 {
-				s.unreplayed[sig] = append(s.unreplayed[sig], e)
-				continue
-			}
-			err = fmt.Errorf("no %s pipeline uses %s any more", signalNames[sig], s.id)
+		var why error
+		switch sig, _, ok := kindOf(e.Seq.Kind()); {
+		case !ok:
+			why = fmt.Errorf("unknown entry kind %d", e.Seq.Kind())
+		case len(s.outlets[sig]) == 0:
+			why = fmt.Errorf("no %s pipeline uses %s any more", signalNames[sig], s.id)
+		default:
+			s.unreplayed[sig] = append(s.unreplayed[sig], e)
+			continue
 		}
-		if err := s.drop(ctx, e, err); err != nil {
+		if err := s.drop(ctx, e, why); err != nil {
 			return err
 		}
 	}

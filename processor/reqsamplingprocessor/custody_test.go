@@ -146,15 +146,21 @@ func TestStorageRefusesTwoPipelinesOfOneSignal(t *testing.T) {
 	require.NoError(t, b.Shutdown(context.Background()))
 }
 
+// journalOf opens the storage id's sampler keeps its entries in.
+func journalOf(t *testing.T, host component.Host, id component.ID) *custody.Journal {
+	t.Helper()
+	j, err := custody.Open(context.Background(), host, custodytest.ID, component.KindProcessor, id, "", "processors::"+id.String()+"::storage")
+	require.NoError(t, err)
+	return j
+}
+
 // The collector starts one pipeline's processors before another pipeline's
 // exporters: a signal's records must not be replayed before its processor
 // starts, or they reach an exporter that is not running.
 func TestASignalsRecordsAreReplayedWhenItsProcessorStarts(t *testing.T) {
 	id := component.MustNewIDWithName(metadata.Type.String(), "replayedlate")
 	host := custodytest.FileStorage(t, t.TempDir())
-	key := "processors::" + id.String() + "::storage"
-	j, err := custody.Open(context.Background(), host, custodytest.ID, component.KindProcessor, id, "", key)
-	require.NoError(t, err)
+	j := journalOf(t, host, id)
 	spans, err := pdatarequest.MarshalTraces(context.Background(), tracesOf(rec{reqID: "decided", service: "api", root: true, end: 10}))
 	require.NoError(t, err)
 	waiting, err := pdatarequest.MarshalTraces(context.Background(), tracesOf(rec{reqID: "waiting", service: "api", root: true, end: 10}))
@@ -208,4 +214,34 @@ func TestASignalsRecordsAreReplayedWhenItsProcessorStarts(t *testing.T) {
 	assert.Equal(t, 1, traceSink.SpanCount(), "the decided span, at once")
 	tick()
 	assert.Equal(t, 2, traceSink.SpanCount(), "and the waiting one, once decided")
+}
+
+// Entries that cannot be replayed, of a kind this build does not know or of
+// a signal no pipeline uses any more, are deleted from storage at start,
+// not kept for ever.
+func TestEntriesThatCannotBeReplayedAreDropped(t *testing.T) {
+	id := component.MustNewIDWithName(metadata.Type.String(), "orphans")
+	host := custodytest.FileStorage(t, t.TempDir())
+	j := journalOf(t, host, id)
+	spans, err := pdatarequest.MarshalTraces(context.Background(), tracesOf(rec{reqID: "orphan", service: "api", root: true, end: 10}))
+	require.NoError(t, err)
+	require.NoError(t, j.Keep(context.Background(),
+		custody.Entry{Seq: j.Next(decidedKind(signalTraces)), Data: spans},
+		custody.Entry{Seq: j.Next(custody.Kind(99)), Data: []byte("from a later build")}))
+	require.NoError(t, j.Close(context.Background()))
+
+	cfg := defaultConfig()
+	cfg.Storage = &custodytest.ID
+	set := processortest.NewNopSettings(metadata.Type)
+	set.ID = id
+	p, err := NewFactory().CreateLogs(context.Background(), set, cfg, new(consumertest.LogsSink))
+	require.NoError(t, err)
+	require.NoError(t, p.Start(context.Background(), host))
+	require.NoError(t, p.Shutdown(context.Background()))
+
+	j = journalOf(t, host, id)
+	defer func() { require.NoError(t, j.Close(context.Background())) }()
+	left, err := j.Replay(context.Background())
+	require.NoError(t, err)
+	assert.Empty(t, left, "the traces entry, with no traces pipeline, and the unknown one")
 }
