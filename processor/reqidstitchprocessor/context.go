@@ -30,7 +30,7 @@ const maxKnownBytes = 255
 // carry learns what attrs says about its request r and fills what attrs
 // lacks from what r's earlier records said, listing the filled fields in
 // golden.derived: a plain-text line of a request then carries the input and
-// the model its structured records name. The caller holds r's shard sh.
+// the model its structured records name. Called by r's shard's (sh) owner.
 func carry(sh *shard, r *request, attrs pcommon.Map, t *tally) {
 	models := &sh.models
 	input, model := r.inputHash(), r.modelVer(models)

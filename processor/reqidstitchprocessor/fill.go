@@ -29,18 +29,28 @@ const (
 // a binding is offered to hold (nil: no hold) as a batch of its own, with how
 // long it may wait (0: the hold's own duration), and, when
 // taken, removed from ld; the others meet the causal rules on their way out
-// (ruleLogs). Each record takes only the mutex of its request's shard.
+// (ruleLogs). Records that carry a req_id are visited first, so that a
+// record with only a trace finds the bindings of its whole batch.
 func (s *stitcher) stitchLogs(ld plog.Logs, p *pass, hold func(plog.Logs, time.Duration) bool, ev *eventIDs) {
-	rls := ld.ResourceLogs()
-	for i := 0; i < rls.Len(); i++ {
-		rl := rls.At(i)
-		o := s.origin(rl.Resource())
-		sls := rl.ScopeLogs()
-		for j := 0; j < sls.Len(); j++ {
-			sl := sls.At(j)
+	p.begin(ld.LogRecordCount(), len(s.index.shards))
+	at := 0
+	for _, rl := range ld.ResourceLogs().All() {
+		o := p.addOrigin(s.origin(rl.Resource()))
+		for _, sl := range rl.ScopeLogs().All() {
+			for _, lr := range sl.LogRecords().All() {
+				s.planLog(p, at, o, rl, sl, lr)
+				at++
+			}
+		}
+	}
+	s.logRounds(p)
+	at = 0
+	for _, rl := range ld.ResourceLogs().All() {
+		for _, sl := range rl.ScopeLogs().All() {
 			sl.LogRecords().RemoveIf(func(lr plog.LogRecord) bool {
-				event := ev.next()
-				if wait := s.stitchLog(o, rl, sl, lr, p); wait != noWait && hold != nil && s.holdLog(rl, sl, lr, hold, s.waitOf(wait), event) {
+				event, wait := ev.next(), p.results[at].wait
+				at++
+				if wait != noWait && hold != nil && s.holdLog(rl, sl, lr, hold, s.waitOf(wait), event) {
 					return true
 				}
 				ev.keep(event)
@@ -52,11 +62,18 @@ func (s *stitcher) stitchLogs(ld plog.Logs, p *pass, hold func(plog.Logs, time.D
 
 // pass is what one call (a batch, a sweep) stitches with: its clock
 // reading, the counts it makes (flushed to the telemetry after, outside every
-// lock), and what the first pass over a span batch leaves for the second.
+// lock), and the visits it hands the shards' owners (see owner.go).
 type pass struct {
-	now   int64
-	tally tally
-	spans []boundSpan
+	now     int64
+	tally   tally
+	jobs    []job // by shard
+	results []result
+	origins []origin
+	events  []golden.EventHash // of the spans visited, by record
+	// later are the visits of log records with only a trace, planned once
+	// the batch's bindings are made.
+	later []visit
+	wg    sync.WaitGroup
 }
 
 var passPool = sync.Pool{New: func() any { return new(pass) }}
@@ -68,8 +85,10 @@ func newPass(now int64) *pass {
 }
 
 func (p *pass) free() {
-	clear(p.spans) // no request stays reachable from the pool
-	p.spans = p.spans[:0]
+	// No request or record stays reachable from the pool.
+	clear(p.results)
+	clear(p.origins)
+	p.events = nil
 	passPool.Put(p)
 }
 
@@ -134,18 +153,46 @@ func logEventID(rl plog.ResourceLogs, sl plog.ScopeLogs, lr plog.LogRecord) gold
 	})
 }
 
-// stitchLog binds and fills one log record; it reports what the record
-// waits for when the index cannot bind it yet.
-func (s *stitcher) stitchLog(o origin, rl plog.ResourceLogs, sl plog.ScopeLogs, lr plog.LogRecord, p *pass) waitFor {
-	r, sh, wait := s.bindLog(o, rl, sl, lr, p)
-	if r == nil {
-		return wait
+// planLog plans the visit of one log record, or settles what it waits for.
+func (s *stitcher) planLog(p *pass, at int, origin int32, rl plog.ResourceLogs, sl plog.ScopeLogs, lr plog.LogRecord) {
+	id, hasID := reqIDOf(lr.Attributes())
+	v := visit{at: int32(at), origin: origin, log: lr}
+	o := &p.origins[origin]
+	switch {
+	case hasID && id == "":
+	case hasID && !lr.TraceID().IsEmpty():
+		v.kind = visitLogBind
+		p.planID(s.index, id, v)
+	case hasID:
+		s.services.markLogsNoContext(o.service)
+		v.kind = visitLogFill
+		p.planID(s.index, id, v)
+	case !lr.TraceID().IsEmpty():
+		v.kind = visitLogTrace
+		p.later = append(p.later, v)
+	case s.isGPUEvent(rl, sl, lr):
+		if id, wait := s.attributeGPUEvent(*o, lr, p); wait != noWait {
+			p.results[at].wait = wait
+		} else if id != "" {
+			v.kind = visitLogGPU
+			p.planID(s.index, id, v)
+		}
 	}
-	attrs := lr.Attributes()
-	carry(sh, r, attrs, &p.tally)
-	s.markDetached(r, lr.TraceID(), attrs, &p.tally)
-	sh.mu.Unlock()
-	return noWait
+}
+
+// logRounds makes the visits planned for a batch of log records: those by
+// req_id, then those through a trace.
+func (s *stitcher) logRounds(p *pass) {
+	s.round(p)
+	if len(p.later) == 0 {
+		return
+	}
+	for _, v := range p.later {
+		p.planTrace(s.index, v)
+	}
+	clear(p.later)
+	p.later = p.later[:0]
+	s.round(p)
 }
 
 // waitOf is how long a record may wait for w; 0: the hold's own duration.
@@ -156,50 +203,9 @@ func (s *stitcher) waitOf(w waitFor) time.Duration {
 	return 0
 }
 
-// bindLog finds the request of a log record, binding or filling what it can.
-// It returns the request with its shard locked, for the caller to unlock, or
-// nil, with nothing locked, and what the record waits for.
-func (s *stitcher) bindLog(o origin, rl plog.ResourceLogs, sl plog.ScopeLogs, lr plog.LogRecord, p *pass) (*request, *shard, waitFor) {
-	attrs := lr.Attributes()
-	id, hasID := reqIDOf(attrs)
-	trace := lr.TraceID()
-	switch {
-	case hasID && id == "":
-		return nil, nil, noWait
-	case hasID && !trace.IsEmpty():
-		sh, key := s.index.lockID(id)
-		r := s.index.getOrAdd(sh, key, id, p.now, &p.tally)
-		if r == nil {
-			sh.mu.Unlock()
-			return nil, nil, noWait
-		}
-		s.index.bind(r, trace)
-		return r, sh, noWait
-	case hasID:
-		s.services.markLogsNoContext(o.service)
-		sh, key := s.index.lockID(id)
-		if r := sh.get(key, id, p.now); r != nil && s.fillTraceContext(r, o.service, lr, &p.tally) {
-			return r, sh, noWait
-		}
-		sh.mu.Unlock()
-		return nil, nil, waitBinding
-	case !trace.IsEmpty():
-		r, sh := s.index.lockTrace(trace, p.now)
-		if r == nil {
-			return nil, nil, waitBinding
-		}
-		attrs.PutStr(golden.ReqID, r.id())
-		golden.Filled(attrs, golden.ReqID)
-		p.tally.filled[filledReqID]++
-		return r, sh, noWait
-	case s.isGPUEvent(o, rl, sl, lr):
-		return s.attributeGPUEvent(o, lr, p)
-	}
-	return nil, nil, noWait
-}
-
 // fillTraceContext gives a log record the trace context of the request's span
-// of the same service that covers it, else of the primary root.
+// of the same service that covers it, else of the primary root. Called by
+// r's shard's owner.
 func (s *stitcher) fillTraceContext(r *request, svc serviceID, lr plog.LogRecord, t *tally) bool {
 	if ref, ok := r.cover(svc, logTime(lr)); ok {
 		lr.SetTraceID(r.trace(int(ref.trace)))
@@ -257,10 +263,15 @@ func parkedLog(ld plog.Logs) (plog.ResourceLogs, plog.ScopeLogs, plog.LogRecord)
 	return rl, sl, sl.LogRecords().At(0)
 }
 
-// restitchLog retries the binding of a parked record.
-func (s *stitcher) restitchLog(ld plog.Logs, p *pass) bool {
-	rl, sl, lr := parkedLog(ld)
-	return s.stitchLog(s.origin(rl.Resource()), rl, sl, lr, p) != noWait
+// restitchLogs retries the binding of held records; each that still waits
+// has its wait in p.results, in order.
+func (s *stitcher) restitchLogs(held []parked[plog.Logs], p *pass) {
+	p.begin(len(held), len(s.index.shards))
+	for i, h := range held {
+		rl, sl, lr := parkedLog(h.data)
+		s.planLog(p, i, p.addOrigin(s.origin(rl.Resource())), rl, sl, lr)
+	}
+	s.logRounds(p)
 }
 
 // ruleLogs applies the causal rules to the records of a batch on its way
@@ -281,61 +292,64 @@ func (s *stitcher) ruleLogs(ld plog.Logs, ev *eventIDs) {
 	})
 }
 
-// stitchSpans stitches a batch of spans in place, like stitchLogs. It makes two
-// passes: the first binds every span that carries a req_id, so that the
+// stitchSpans stitches a batch of spans in place, like stitchLogs, in two
+// rounds: the first binds every span that carries a req_id, so that the
 // batch's roots and traces are known before any span is filled or marked.
 func (s *stitcher) stitchSpans(td ptrace.Traces, p *pass, hold func(ptrace.Traces, time.Duration) bool, ev *eventIDs) {
-	rss := td.ResourceSpans()
-	for i := 0; i < rss.Len(); i++ {
-		rs := rss.At(i)
-		o := s.origin(rs.Resource())
-		sss := rs.ScopeSpans()
-		for j := 0; j < sss.Len(); j++ {
-			ss := sss.At(j)
-			spans := ss.Spans()
-			for k := 0; k < spans.Len(); k++ {
-				span := spans.At(k)
-				event := ev.next()
-				var r *request
+	p.begin(td.SpanCount(), len(s.index.shards))
+	p.events = ev.ids
+	at := 0
+	for _, rs := range td.ResourceSpans().All() {
+		o := p.addOrigin(s.origin(rs.Resource()))
+		for _, ss := range rs.ScopeSpans().All() {
+			for _, span := range ss.Spans().All() {
 				if id, _ := reqIDOf(span.Attributes()); id != "" {
-					sh, key := s.index.lockID(id)
-					if r = s.index.getOrAdd(sh, key, id, p.now, &p.tally); r != nil {
-						s.observeSpan(sh, o, span, r, event, &p.tally)
-					} else {
-						sh.mu.Unlock()
-					}
+					p.planID(s.index, id, visit{kind: visitSpanBind, at: int32(at), origin: o, span: span})
 				}
-				p.spans = append(p.spans, boundSpan{r: r, event: event})
+				at++
 			}
 		}
 	}
-	next := 0
-	for i := 0; i < rss.Len(); i++ {
-		rs := rss.At(i)
-		o := s.origin(rs.Resource())
-		sss := rs.ScopeSpans()
-		for j := 0; j < sss.Len(); j++ {
-			ss := sss.At(j)
+	s.round(p)
+	at = 0
+	for o, rs := range td.ResourceSpans().All() {
+		for _, ss := range rs.ScopeSpans().All() {
+			for _, span := range ss.Spans().All() {
+				s.planSpan(p, visit{at: int32(at), origin: int32(o), span: span})
+				at++
+			}
+		}
+	}
+	s.round(p)
+	at = 0
+	for _, rs := range td.ResourceSpans().All() {
+		for _, ss := range rs.ScopeSpans().All() {
 			ss.Spans().RemoveIf(func(span ptrace.Span) bool {
-				b := p.spans[next]
-				next++
-				if s.stitchSpan(o, span, b.r, b.event, p) && hold != nil && s.holdSpan(rs, ss, span, hold, b.event) {
+				event, wait := ev.next(), p.results[at].wait
+				at++
+				if wait != noWait && hold != nil && s.holdSpan(rs, ss, span, hold, event) {
 					return true
 				}
-				ev.keep(b.event)
+				ev.keep(event)
 				return false
 			})
 		}
 	}
 }
 
-// boundSpan is what the first pass over a span batch leaves for the second.
-type boundSpan struct {
-	// r is nil when the span carries no usable req_id. Another pipeline may
-	// evict it before the second pass: what that pass writes to it is lost,
-	// as it would be a moment later.
-	r     *request
-	event golden.EventHash
+// planSpan plans the filling visit of a span: on the request the first round
+// bound it to, else on the one its trace is bound to, if it carries no req_id.
+func (s *stitcher) planSpan(p *pass, v visit) {
+	if v.r = p.results[v.at].r; v.r != nil {
+		v.kind = visitSpanFill
+		p.plan(int(v.r.shard), v)
+		return
+	}
+	if _, hasID := reqIDOf(v.span.Attributes()); hasID || v.span.TraceID().IsEmpty() {
+		return
+	}
+	v.kind = visitSpanTrace
+	p.planTrace(s.index, v)
 }
 
 // admitSpans is admitLogs for spans.
@@ -366,11 +380,10 @@ func spanEventID(rs ptrace.ResourceSpans, ss ptrace.ScopeSpans, span ptrace.Span
 
 // observeSpan records what a span of request r tells: its trace, whether it
 // is the primary root, and its time window for filling logs and GPU events.
-// It unlocks r's shard sh, which the caller locked, before the GPU index.
-func (s *stitcher) observeSpan(sh *shard, o origin, span ptrace.Span, r *request, event golden.EventHash, t *tally) {
+// Called by r's shard's owner.
+func (s *stitcher) observeSpan(o origin, span ptrace.Span, r *request, event golden.EventHash, t *tally) {
 	ti := s.index.bind(r, span.TraceID())
 	if ti < 0 {
-		sh.mu.Unlock()
 		return
 	}
 	if span.ParentSpanID().IsEmpty() {
@@ -381,44 +394,13 @@ func (s *stitcher) observeSpan(sh *shard, o origin, span ptrace.Span, r *request
 	if s.services.keepsSpans(o.service) && !isPrimaryRoot {
 		r.keep(newSpanRef(span.StartTimestamp(), span.EndTimestamp(), span.SpanID(), o.service, ti))
 	}
-	reqID := r.id()
-	sh.mu.Unlock()
 	if s.gpu != nil && o.pid != 0 {
 		s.gpu.observe(procKey{host: o.host, container: o.container, pid: o.pid}, gpuSpan{
 			start: span.StartTimestamp(), end: span.EndTimestamp(),
 			tid:   intAttr(span.Attributes(), string(semconv.ThreadIDKey)),
-			reqID: reqID, trace: span.TraceID(), span: span.SpanID(),
+			reqID: r.id(), trace: span.TraceID(), span: span.SpanID(),
 		}, t)
 	}
-}
-
-// stitchSpan fills and marks one span; r is its request when the first pass
-// bound it. It reports whether the span waits for a binding.
-func (s *stitcher) stitchSpan(o origin, span ptrace.Span, r *request, event golden.EventHash, p *pass) bool {
-	attrs := span.Attributes()
-	var sh *shard
-	if r == nil {
-		trace := span.TraceID()
-		if _, hasID := reqIDOf(attrs); hasID || trace.IsEmpty() {
-			return false
-		}
-		if r, sh = s.index.lockTrace(trace, p.now); r == nil {
-			return true
-		}
-		attrs.PutStr(golden.ReqID, r.id())
-		golden.Filled(attrs, golden.ReqID)
-		p.tally.filled[filledReqID]++
-		s.observeSpan(sh, o, span, r, event, &p.tally)
-	}
-	sh = s.index.lockRequest(r)
-	carry(sh, r, attrs, &p.tally)
-	if s.markDetached(r, span.TraceID(), attrs, &p.tally) {
-		link := span.Links().AppendEmpty()
-		link.SetTraceID(r.primaryTrace())
-		link.SetSpanID(r.rootSpan)
-	}
-	sh.mu.Unlock()
-	return false
 }
 
 // holdSpan is holdLog for spans, which wait the hold's own duration.
@@ -453,9 +435,16 @@ func parkedSpan(td ptrace.Traces) (ptrace.ResourceSpans, ptrace.ScopeSpans, ptra
 	return rs, ss, ss.Spans().At(0)
 }
 
-func (s *stitcher) restitchSpan(td ptrace.Traces, p *pass) bool {
-	rs, ss, span := parkedSpan(td)
-	return s.stitchSpan(s.origin(rs.Resource()), span, nil, spanEventID(rs, ss, span), p)
+// restitchSpans is restitchLogs for spans.
+func (s *stitcher) restitchSpans(held []parked[ptrace.Traces], p *pass) {
+	p.begin(len(held), len(s.index.shards))
+	p.events = make([]golden.EventHash, len(held))
+	for i, h := range held {
+		rs, ss, span := parkedSpan(h.data)
+		p.events[i] = spanEventID(rs, ss, span)
+		s.planSpan(p, visit{at: int32(i), origin: p.addOrigin(s.origin(rs.Resource())), span: span})
+	}
+	s.round(p)
 }
 
 // ruleSpans applies the causal rules to the spans of a batch on its way out,

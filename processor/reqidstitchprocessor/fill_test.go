@@ -84,6 +84,21 @@ func TestReqIDFilledWithinOneBatch(t *testing.T) {
 	assert.Equal(t, reqA, str(spans[0].Attributes(), golden.ReqID))
 }
 
+// A log record with only trace context finds the binding a later record of
+// its batch makes: records that carry a req_id are visited first.
+func TestLogReqIDFilledWithinOneBatch(t *testing.T) {
+	h := newHarness(t, nil)
+	h.consumeLogs(logsOf(
+		rec{service: "auth", trace: traceID(1), span: spanID(5), at: t0, name: "token verified"},
+		rec{service: "gateway", trace: traceID(1), span: spanID(1), at: t0, name: "accepted", attrs: reqIDAttr(reqA)},
+	))
+	logs := h.outLogs()
+	require.Len(t, logs, 2, "nothing waits in the hold")
+	assert.Equal(t, reqA, str(logs[0].Attributes(), golden.ReqID))
+	assert.Equal(t, "token verified", logs[0].Body().Str(), "the batch keeps its order")
+	assert.Zero(t, h.counter("processor_reqidstitch_records_held"))
+}
+
 func TestRecordsCarryingBothAreNotRewritten(t *testing.T) {
 	h := newHarness(t, nil)
 	h.consumeTraces(tracesOf(rootA))

@@ -168,7 +168,7 @@ func (g *gpuIndex) attribute(k procKey, tid int64, ts pcommon.Timestamp) (gpuSpa
 }
 
 // isGPUEvent reports whether a log record without ids is a GPU event to attribute.
-func (s *stitcher) isGPUEvent(o origin, rl plog.ResourceLogs, sl plog.ScopeLogs, lr plog.LogRecord) bool {
+func (s *stitcher) isGPUEvent(rl plog.ResourceLogs, sl plog.ScopeLogs, lr plog.LogRecord) bool {
 	if s.gpu == nil {
 		return false
 	}
@@ -179,9 +179,9 @@ func (s *stitcher) isGPUEvent(o origin, rl plog.ResourceLogs, sl plog.ScopeLogs,
 
 // attributeGPUEvent gives a GPU event the req_id and trace context of the span
 // that covers it on the same host, pid and thread. It returns the span's
-// request with its shard locked, like bindLog (nil when there is none), and
-// whether the event waits for a span that may still come.
-func (s *stitcher) attributeGPUEvent(o origin, lr plog.LogRecord, p *pass) (*request, *shard, waitFor) {
+// req_id ("" when there is none), or what the event waits for: a span that
+// may still come.
+func (s *stitcher) attributeGPUEvent(o origin, lr plog.LogRecord, p *pass) (string, waitFor) {
 	attrs := lr.Attributes()
 	// The event names the process it is about on the record; the resource is
 	// the receiver's own, and names the host. Observed from the host, a
@@ -201,7 +201,7 @@ func (s *stitcher) attributeGPUEvent(o origin, lr plog.LogRecord, p *pass) (*req
 		k.container = v.AsString()
 	}
 	if k.pid == 0 {
-		return nil, nil, noWait
+		return "", noWait
 	}
 	tid := intAttr(attrs, golden.ThreadVID)
 	if tid == 0 {
@@ -209,18 +209,12 @@ func (s *stitcher) attributeGPUEvent(o origin, lr plog.LogRecord, p *pass) (*req
 	}
 	span, outcome := s.gpu.attribute(k, tid, logTime(lr))
 	if outcome != attributed {
-		return nil, nil, waitGPUSpan
+		return "", waitGPUSpan
 	}
 	attrs.PutStr(golden.ReqID, span.reqID)
 	golden.Filled(attrs, golden.ReqID)
 	lr.SetTraceID(span.trace)
 	lr.SetSpanID(span.span)
 	p.tally.filled[filledGPU]++
-	sh, key := s.index.lockID(span.reqID)
-	r := sh.get(key, span.reqID, p.now)
-	if r == nil {
-		sh.mu.Unlock()
-		return nil, nil, noWait
-	}
-	return r, sh, noWait
+	return span.reqID, noWait
 }

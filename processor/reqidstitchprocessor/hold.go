@@ -96,8 +96,9 @@ type signal[T any] struct {
 	admit func(s *stitcher, batch T, ev *eventIDs) int64
 	// stitch stitches a batch in place, offering records that wait to hold.
 	stitch func(s *stitcher, batch T, p *pass, hold func(T, time.Duration) bool, ev *eventIDs)
-	// restitch retries the binding of a parked record; true when it still waits.
-	restitch func(s *stitcher, parked T, p *pass) bool
+	// restitch retries the binding of held records, leaving in p.results
+	// what each still waits for.
+	restitch func(s *stitcher, held []parked[T], p *pass)
 	// applyRules applies the causal rules to a batch on its way out; ev has
 	// its event ids in order, or is nil.
 	applyRules func(s *stitcher, out T, ev *eventIDs)
@@ -139,9 +140,13 @@ func (r *releases[T]) add(t *tally, sig signal[T], p parked[T], o outcome) {
 // long enough, or all of them when flushing. The caller holds q's mutex.
 func sweepHold[T any](s *stitcher, q *holdQueue[T], sig signal[T], ps *pass, flush bool) releases[T] {
 	var out releases[T]
+	sig.restitch(s, q.items, ps)
+	at := 0
 	q.sweep(func(p parked[T]) bool {
 		outcome := outcomeBound
-		if sig.restitch(s, p.data, ps) {
+		wait := ps.results[at].wait
+		at++
+		if wait != noWait {
 			switch {
 			case flush:
 				outcome = outcomeShutdown

@@ -43,7 +43,7 @@ type request struct {
 	model   modelID // model_ver from its shard's model table; 0: in text, or none
 	hashLen uint8   // text[idLen():][:hashLen] is the input_hash
 	idLen1  uint8   // len(req_id)-1: a usable req_id has 1 to golden.MaxReqIDBytes bytes
-	shard   uint8   // its shard in the index, set once: read without the shard's mutex
+	shard   uint8   // its shard in the index, set once: read by any goroutine
 	primary int8    // trace(primary) is the primary trace; -1 until a root span is seen
 	ntraces uint8
 	// ambiguous has the knownInput and knownModel flags of the fields the
@@ -131,13 +131,15 @@ func (r *request) cover(svc serviceID, ts pcommon.Timestamp) (spanRef, bool) {
 // index binds req_id ↔ trace ids. It is bounded by max_requests and by the
 // TTL after a request's last record.
 //
-// Requests are sharded by a hash of their req_id, each shard under its own
-// mutex with its own part of max_requests, so that pipelines on several cores
-// stitch at once. A shard's mutex guards its map and everything in its
-// requests. The trace → request map is striped apart, by a hash of the trace
-// id, so that a record with only a trace id finds its request in any shard:
-// a stripe's mutex guards only its map, and is taken after a shard's, never
-// before. A request found through a trace is checked under its shard's mutex.
+// Requests are sharded by a hash of their req_id, each shard with its own
+// part of max_requests, and each shard is owned by one goroutine (see
+// owner.go): only that goroutine reads or writes the shard's map and its
+// requests, so no record waits for a lock on request state, and pipelines on
+// several cores stitch at once. The trace → request map is striped apart, by
+// a hash of the trace id, so that a record with only a trace id finds its
+// request in any shard: a stripe's mutex guards only its map, and a request
+// found through a trace is checked by its shard's owner (an eviction in
+// between unbinds it).
 //
 // Both maps are keyed by a seeded 64-bit hash instead of the id: their
 // entries take 16 bytes instead of 24 or 32, and a hit is checked against the
@@ -154,7 +156,6 @@ type index struct {
 }
 
 type shard struct {
-	mu   sync.Mutex
 	byID map[uint64]*request
 	// models interns the model_ver values of the shard's requests.
 	models modelTable
@@ -162,15 +163,14 @@ type shard struct {
 	ttl    int64
 	// nextScan is when expire next scans the requests (unix ns).
 	nextScan int64
-	// The shards sit side by side: padding keeps each mutex off its
-	// neighbours' cache line.
-	_ [64]byte
 }
 
 type traceStripe struct {
 	mu      sync.Mutex
 	byTrace map[uint64]*request
-	_       [64]byte // as in shard
+	// The stripes sit side by side: padding keeps each mutex off its
+	// neighbours' cache line.
+	_ [64]byte
 }
 
 // maxShards bounds the shards (a request records its shard in a byte): a
@@ -179,18 +179,12 @@ type traceStripe struct {
 // 64 shards 292–294 (TestIndexMemoryPerRequest).
 const maxShards = 64
 
-// shardCount is 4 shards per core, rounded up to a power of two: two
-// pipelines rarely meet on one, and max_requests is not split too thin (a
-// shard is bounded by its part of it, so fewer when max_requests is small).
+// shardCount is a shard per core: each shard has an owner goroutine, and a
+// batch hands each shard its records at once, so more shards than cores
+// would add hand-offs without adding cores. It is at most max_requests (a
+// shard is bounded by its part of it) and maxShards.
 func shardCount(maxRequests, cores int) int {
-	n := 1
-	for n < 4*cores && n < maxShards {
-		n *= 2
-	}
-	for n > 1 && n > maxRequests {
-		n /= 2
-	}
-	return n
+	return max(1, min(cores, maxShards, maxRequests))
 }
 
 // evictionSample is how many requests an eviction at capacity compares: a
@@ -222,43 +216,35 @@ func (x *index) traceKey(t pcommon.TraceID) uint64 { return maphash.Comparable(x
 
 func (x *index) stripe(key uint64) *traceStripe { return &x.stripes[key%uint64(len(x.stripes))] }
 
-// lockID locks the shard of id and returns it with id's key; the caller unlocks it.
-func (x *index) lockID(id string) (*shard, uint64) {
+// shardOf returns the number of id's shard, and id's key.
+func (x *index) shardOf(id string) (int, uint64) {
 	key := x.idKey(id)
-	sh := &x.shards[key%uint64(len(x.shards))]
-	sh.mu.Lock()
-	return sh, key
+	return int(key % uint64(len(x.shards))), key
 }
 
-// lockRequest locks the shard of r and returns it; the caller unlocks it.
-func (x *index) lockRequest(r *request) *shard {
-	sh := &x.shards[r.shard]
-	sh.mu.Lock()
-	return sh
-}
-
-// lockTrace returns the request bound to trace t, marked seen, with its shard
-// locked for the caller to unlock; nil, with nothing locked, when unknown.
-func (x *index) lockTrace(t pcommon.TraceID, now int64) (*request, *shard) {
+// traceRequest returns the request trace t was bound to, nil when unknown.
+// Only its shard's owner may read it: checked (byTrace), as it may have been
+// evicted since.
+func (x *index) traceRequest(t pcommon.TraceID) *request {
 	key := x.traceKey(t)
 	st := x.stripe(key)
 	st.mu.Lock()
-	r := st.byTrace[key]
-	st.mu.Unlock()
-	if r == nil {
-		return nil, nil
-	}
-	sh := x.lockRequest(r)
-	// Evicted since, or a colliding trace: remove unbinds every trace.
-	if r.traceIndex(t) < 0 {
-		sh.mu.Unlock()
-		return nil, nil
-	}
-	r.seen = now
-	return r, sh
+	defer st.mu.Unlock()
+	return st.byTrace[key]
 }
 
-// get returns the request of id (whose key and locked shard lockID returned),
+// byTrace checks that r, which traceRequest found for trace t, is still
+// bound to it, and marks it seen. Called by r's shard's owner.
+func (r *request) byTrace(t pcommon.TraceID, now int64) bool {
+	// Evicted since, or a colliding trace: remove unbinds every trace.
+	if r.traceIndex(t) < 0 {
+		return false
+	}
+	r.seen = now
+	return true
+}
+
+// get returns the request of id (whose key and shard shardOf returned),
 // marking it seen at now; nil when unknown.
 func (sh *shard) get(key uint64, id string, now int64) *request {
 	r := sh.byID[key]
@@ -269,8 +255,8 @@ func (sh *shard) get(key uint64, id string, now int64) *request {
 	return r
 }
 
-// getOrAdd returns the request of id, tracking it in its shard sh (locked,
-// as lockID returned it) if it is new; nil in the rare case that id collides
+// getOrAdd returns the request of id, tracking it in its shard sh (as
+// shardOf returned it) if it is new; nil in the rare case that id collides
 // with a tracked one. id is a usable req_id (see reqIDOf).
 func (x *index) getOrAdd(sh *shard, key uint64, id string, now int64, t *tally) *request {
 	if r := sh.byID[key]; r != nil {
@@ -306,7 +292,7 @@ func (x *index) evictOne(sh *shard, t *tally) {
 
 // bind binds trace t to r and returns its position among r's traces, or -1
 // when r is full. A trace stays bound to the first request that claimed it.
-// The caller holds r's shard.
+// Called by r's shard's owner.
 func (x *index) bind(r *request, t pcommon.TraceID) int {
 	if i := r.traceIndex(t); i >= 0 {
 		return i
@@ -351,26 +337,22 @@ func (r *request) keep(s spanRef) {
 // and 17/16 of it after its last record.
 const expireScans = 16
 
-// expire drops the requests not seen for the TTL, each shard at most once
-// per ttl/expireScans, one shard locked at a time.
-func (x *index) expire(now int64, t *tally) {
-	for i := range x.shards {
-		sh := &x.shards[i]
-		sh.mu.Lock()
-		if now >= sh.nextScan {
-			sh.nextScan = now + sh.ttl/expireScans
-			for _, r := range sh.byID {
-				if now-r.seen > sh.ttl {
-					x.remove(sh, r, evictTTL, t)
-				}
-			}
+// expire drops the shard's requests not seen for the TTL, at most once per
+// ttl/expireScans. Called by the shard's owner.
+func (x *index) expire(sh *shard, now int64, t *tally) {
+	if now < sh.nextScan {
+		return
+	}
+	sh.nextScan = now + sh.ttl/expireScans
+	for _, r := range sh.byID {
+		if now-r.seen > sh.ttl {
+			x.remove(sh, r, evictTTL, t)
 		}
-		sh.mu.Unlock()
 	}
 }
 
 // remove forgets r, and unbinds its traces so that a lookup that found it
-// before finds nothing (see lockTrace). The caller holds r's shard sh.
+// before finds nothing (see byTrace). Called by r's shard's owner.
 func (x *index) remove(sh *shard, r *request, reason evictReason, t *tally) {
 	delete(sh.byID, x.idKey(r.id()))
 	for i := range int(r.ntraces) {

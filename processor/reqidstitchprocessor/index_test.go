@@ -168,8 +168,7 @@ func TestIndexKeepsTracesBeyondTheInlineTwo(t *testing.T) {
 	assert.Equal(t, traceID(4), r.primaryTrace())
 }
 
-// testIndex drives an index from one goroutine as the stitcher does: each
-// call takes and releases the locks it needs.
+// testIndex drives an index from one goroutine, as the owner of every shard.
 type testIndex struct {
 	*index
 	counts tally
@@ -179,33 +178,33 @@ func newTestIndex(maxRequests int, ttl time.Duration, shards int) *testIndex {
 	return &testIndex{index: newIndex(maxRequests, int64(ttl), shards)}
 }
 
+func (x *testIndex) shard(id string) (*shard, uint64) {
+	n, key := x.shardOf(id)
+	return &x.shards[n], key
+}
+
 func (x *testIndex) getOrAdd(id string, now int64) *request {
-	sh, key := x.lockID(id)
-	defer sh.mu.Unlock()
+	sh, key := x.shard(id)
 	return x.index.getOrAdd(sh, key, id, now, &x.counts)
 }
 
 func (x *testIndex) get(id string, now int64) *request {
-	sh, key := x.lockID(id)
-	defer sh.mu.Unlock()
+	sh, key := x.shard(id)
 	return sh.get(key, id, now)
 }
 
-func (x *testIndex) bind(r *request, t pcommon.TraceID) int {
-	sh := x.lockRequest(r)
-	defer sh.mu.Unlock()
-	return x.index.bind(r, t)
-}
-
 func (x *testIndex) byTraceID(t pcommon.TraceID, now int64) *request {
-	r, sh := x.lockTrace(t, now)
-	if sh != nil {
-		sh.mu.Unlock()
+	if r := x.traceRequest(t); r != nil && r.byTrace(t, now) {
+		return r
 	}
-	return r
+	return nil
 }
 
-func (x *testIndex) expire(now int64) { x.index.expire(now, &x.counts) }
+func (x *testIndex) expire(now int64) {
+	for i := range x.shards {
+		x.index.expire(&x.shards[i], now, &x.counts)
+	}
+}
 
 // len is the number of requests tracked.
 func (x *testIndex) len() int {

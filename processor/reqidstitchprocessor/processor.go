@@ -26,7 +26,7 @@ var logSignal = signal[plog.Logs]{
 	size:       (&plog.ProtoMarshaler{}).LogsSize,
 	appendTo:   func(src, dst plog.Logs) { src.ResourceLogs().MoveAndAppendTo(dst.ResourceLogs()) },
 	stitch:     (*stitcher).stitchLogs,
-	restitch:   (*stitcher).restitchLog,
+	restitch:   (*stitcher).restitchLogs,
 	applyRules: (*stitcher).ruleLogs,
 	admit:      (*stitcher).admitLogs,
 }
@@ -40,7 +40,7 @@ var spanSignal = signal[ptrace.Traces]{
 	size:       (&ptrace.ProtoMarshaler{}).TracesSize,
 	appendTo:   func(src, dst ptrace.Traces) { src.ResourceSpans().MoveAndAppendTo(dst.ResourceSpans()) },
 	stitch:     (*stitcher).stitchSpans,
-	restitch:   (*stitcher).restitchSpan,
+	restitch:   (*stitcher).restitchSpans,
 	applyRules: (*stitcher).ruleSpans,
 	admit:      (*stitcher).admitSpans,
 }
@@ -52,14 +52,17 @@ type stitchProcessor[T any] struct {
 	s    *stitcher
 	sig  signal[T]
 	next func(context.Context, T) error
-	// mu guards hold. It is taken before a shard's mutex (a sweep restitches
-	// under it), never after.
+	// mu guards hold. A sweep restitches under it, waiting for the shards'
+	// owners, which never take it.
 	mu     sync.Mutex
 	hold   holdQueue[T]
 	logger *zap.Logger
 	// journal keeps the held records; nil without storage.
 	journal *custody.Journal
 	refused refusals[T]
+	// started is set once start succeeded: only then do the shards' owners
+	// run for it, and is there a hold to flush.
+	started bool
 	// release drops this processor's reference to the shared stitcher.
 	release func()
 }
@@ -255,14 +258,26 @@ func (p *stitchProcessor[T]) start(ctx context.Context, host component.Host) err
 		return err
 	}
 	p.s.register(p)
+	p.started = true
 	return nil
 }
 
 // shutdown flushes the hold. Records the next consumer still refuses stay in
-// storage for the next start; without storage they are dropped, counted.
+// storage for the next start; without storage they are dropped, counted. A
+// processor that did not start has nothing to flush: what its start took
+// from storage stays there.
 func (p *stitchProcessor[T]) shutdown(ctx context.Context) error {
-	p.s.unregister(p)
+	if p.started {
+		p.flush(ctx)
+	}
+	p.release()
+	return p.journal.Close(ctx)
+}
+
+// flush passes on every held record and leaves the ticker.
+func (p *stitchProcessor[T]) flush(ctx context.Context) {
 	p.sweep(true)
+	p.s.unregister(p)
 	if left, n := p.refused.take(); n > 0 {
 		if p.journal == nil {
 			p.s.tel.dropped(ctx, dropShutdown, n)
@@ -270,14 +285,13 @@ func (p *stitchProcessor[T]) shutdown(ctx context.Context) error {
 		p.logger.Warn("The next consumer refused held records until shutdown",
 			zap.Int("records", n), zap.Int("calls", len(left)), zap.Bool("kept_in_storage", p.journal != nil))
 	}
-	p.release()
-	return p.journal.Close(ctx)
 }
 
 // sweeper is a processor whose hold the stitcher's ticker sweeps.
 type sweeper interface{ sweep(flush bool) }
 
-// register adds a started processor to the ticker, starting it with the first.
+// register adds a started processor to the ticker, starting it and the
+// shards' owners with the first.
 func (s *stitcher) register(w sweeper) {
 	s.lifecycle.Lock()
 	defer s.lifecycle.Unlock()
@@ -285,6 +299,7 @@ func (s *stitcher) register(w sweeper) {
 	if len(s.sweepers) > 1 {
 		return
 	}
+	s.startOwners()
 	s.stop, s.done = make(chan struct{}), make(chan struct{})
 	var tick <-chan time.Time
 	stopTicker := func() {}
@@ -295,7 +310,8 @@ func (s *stitcher) register(w sweeper) {
 	go s.run(tick, stopTicker, s.stop, s.done)
 }
 
-// unregister removes a processor from the ticker, stopping it with the last.
+// unregister removes a processor from the ticker, stopping it and the
+// shards' owners with the last.
 func (s *stitcher) unregister(w sweeper) {
 	s.lifecycle.Lock()
 	for i, x := range s.sweepers {
@@ -310,6 +326,7 @@ func (s *stitcher) unregister(w sweeper) {
 	if last && stop != nil {
 		close(stop)
 		<-done
+		s.stopOwners()
 	}
 }
 

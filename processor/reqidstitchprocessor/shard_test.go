@@ -12,12 +12,11 @@ import (
 )
 
 func TestShardCount(t *testing.T) {
-	assert.Equal(t, 4, shardCount(100_000, 1))
-	assert.Equal(t, 8, shardCount(100_000, 2))
-	assert.Equal(t, 16, shardCount(100_000, 3))
-	assert.Equal(t, maxShards, shardCount(100_000, 64))
+	assert.Equal(t, 1, shardCount(100_000, 1))
+	assert.Equal(t, 2, shardCount(100_000, 2))
+	assert.Equal(t, 3, shardCount(100_000, 3))
+	assert.Equal(t, maxShards, shardCount(100_000, 256))
 	assert.Equal(t, 1, shardCount(1, 2), "max_requests: 1 is one shard of one request")
-	assert.Equal(t, 4, shardCount(5, 2), "no shard is bounded at zero")
 }
 
 // Each shard holds its part of max_requests and counts what it evicts: the
@@ -53,9 +52,7 @@ func TestIndexTraceLookupAcrossShards(t *testing.T) {
 		}
 	}
 	r := x.byTraceID(traces[0], 1)
-	sh := x.lockRequest(r)
-	x.remove(sh, r, evictCapacity, &x.counts)
-	sh.mu.Unlock()
+	x.remove(&x.shards[r.shard], r, evictCapacity, &x.counts)
 	assert.Nil(t, x.byTraceID(traces[0], 2))
 	assert.Equal(t, -1, r.traceIndex(traces[0]), "a removed request binds nothing")
 	assert.False(t, r.hasPrimary())

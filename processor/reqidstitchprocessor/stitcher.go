@@ -14,17 +14,19 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
 	"github.com/loom-otel/loom/internal/golden"
+	"github.com/loom-otel/loom/internal/reqshard"
 	"github.com/loom-otel/loom/processor/reqidstitchprocessor/internal/metadata"
 )
 
 // stitcher is the state one component ID shares between its logs and traces
 // processors, so that a log is filled from spans seen in the traces pipeline.
-// Records pass through synchronously, on their pipeline's goroutine, and no
-// lock is held for a batch: the index is sharded by request, each shard under
-// its own mutex (see index); the services, the GPU index and the rules have
-// locks of their own; each processor's hold has its own. Each call counts in
-// a pass of its own, flushed to the telemetry after; neither anything
-// downstream nor the telemetry is called under any of these locks.
+// Records pass through synchronously: a call returns once its records are
+// stitched. The index is sharded by request, each shard owned by a goroutine
+// that makes every visit to its requests (see owner.go); the services, the
+// GPU index and the rules have locks of their own; each processor's hold has
+// its own. Each call counts in a pass of its own, flushed to the telemetry
+// after; neither anything downstream nor the telemetry is called under any
+// of these locks, or by an owner.
 type stitcher struct {
 	cfg      *Config
 	tel      *telemetry
@@ -35,7 +37,9 @@ type stitcher struct {
 	rules    *ruleSet
 	now      func() time.Time
 
-	// The ticker that sweeps the holds runs while any processor is started.
+	// The ticker that sweeps the holds, and the shards' owners, run while
+	// any processor is started.
+	owners    *reqshard.Owners[*job]
 	lifecycle sync.Mutex
 	sweepers  []sweeper
 	// holds counts the processors created, by signal: each has a hold.
@@ -94,8 +98,7 @@ func (s *stitcher) pipelines(signal string) int {
 
 // expire drops requests past their TTL; every processor's ticker calls it.
 func (s *stitcher) expire(now int64) {
-	var counts tally
-	s.index.expire(now, &counts)
+	counts := s.expireAll(now)
 	s.tel.flush(context.Background(), &counts)
 }
 
@@ -188,8 +191,7 @@ func ensureEventID(attrs pcommon.Map, compute func() golden.EventHash) golden.Ev
 
 // markDetached flags a record whose trace is not its request's primary trace
 // and names the primary root as the target of its ASYNC_OF edge. It reports
-// whether the record was newly marked.
-// The caller holds r's shard.
+// whether the record was newly marked. Called by r's shard's owner.
 func (s *stitcher) markDetached(r *request, trace pcommon.TraceID, attrs pcommon.Map, t *tally) bool {
 	if !s.cfg.LinkDetached || r == nil || !r.hasPrimary() || trace.IsEmpty() || trace == r.primaryTrace() {
 		return false

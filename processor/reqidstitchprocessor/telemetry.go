@@ -83,6 +83,20 @@ type tally struct {
 	tracked         int64 // change in the number of tracked requests
 }
 
+// add adds what an owner counted for a call (its visits write no rule hits).
+func (t *tally) add(o *tally) {
+	for d := range t.filled {
+		t.filled[d] += o.filled[d]
+	}
+	for tb := range t.evicted {
+		for r := range t.evicted[tb] {
+			t.evicted[tb][r] += o.evicted[tb][r]
+		}
+	}
+	t.detached += o.detached
+	t.tracked += o.tracked
+}
+
 // telemetry is the TelemetryBuilder with every attribute set built once.
 type telemetry struct {
 	*metadata.TelemetryBuilder

@@ -1,0 +1,261 @@
+package reqidstitchprocessor // import "github.com/loom-otel/loom/processor/reqidstitchprocessor"
+
+import (
+	"slices"
+	"sync"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/loom-otel/loom/internal/golden"
+	"github.com/loom-otel/loom/internal/reqshard"
+)
+
+// Each shard of the index has an owner (reqshard): one goroutine that makes
+// every visit to the shard's requests. A call plans a visit for each record
+// that reads or writes request state, hands each shard the visits of its
+// records at once (a round), and waits for them: a batch costs one hand-off
+// per shard and round instead of a lock per record, and its shards are
+// visited on as many cores as are free. What a visit writes to a record is
+// that record's alone.
+
+// visitKind is what a visit does for its record.
+type visitKind uint8
+
+const (
+	// visitLogBind: a log record with a req_id and trace context binds the
+	// trace to its request, and fills from it.
+	visitLogBind visitKind = iota
+	// visitLogFill: a log record with a req_id and no trace context takes its
+	// request's, or waits for a binding.
+	visitLogFill
+	// visitLogGPU: a GPU event attributed to a span of request id fills from it.
+	visitLogGPU
+	// visitLogTrace: a log record with only trace context takes the req_id
+	// of the request found through its trace, unless it was evicted since.
+	visitLogTrace
+	// visitSpanBind: a span with a req_id binds its trace, root and window
+	// (the first round of a span batch).
+	visitSpanBind
+	// visitSpanFill: a span bound in the first round fills from its request.
+	// Another pipeline may have evicted the request between the rounds: what
+	// the visit writes to it is lost, as it would be a moment later.
+	visitSpanFill
+	// visitSpanTrace: visitLogTrace for spans, which are then observed too.
+	visitSpanTrace
+)
+
+// visit is one record's work on its request's shard. A batch plans one for
+// most of its records, and a pass keeps them for the next batch: it is kept
+// small.
+type visit struct {
+	at     int32 // the record's slot in the pass's results (and events)
+	origin int32 // its resource's, in the pass's origins
+	// key and id name the request (kinds by req_id); r is the request found
+	// (the other kinds).
+	key  uint64
+	id   string
+	r    *request
+	log  plog.LogRecord
+	span ptrace.Span
+	kind visitKind
+}
+
+func (v *visit) trace() pcommon.TraceID {
+	if v.kind <= visitLogTrace { // the kinds of log records come first
+		return v.log.TraceID()
+	}
+	return v.span.TraceID()
+}
+
+// result is what the visits of a pass leave for each record.
+type result struct {
+	r    *request // a span's request, bound in the first round
+	wait waitFor
+}
+
+// job is one round's visits to one shard, or an order to expire it.
+type job struct {
+	visits []visit
+	// The pass's: each visit writes its own record's slot of results.
+	results []result
+	origins []origin
+	events  []golden.EventHash // of spans, by record
+	now     int64
+	expire  bool
+	tally   tally
+	done    *sync.WaitGroup
+}
+
+// startOwners starts a goroutine for each shard; stopOwners ends them. No
+// call may plan a visit while they are stopped.
+func (s *stitcher) startOwners() {
+	s.owners = reqshard.Start(len(s.index.shards), 4, func(i int, j *job) {
+		sh := &s.index.shards[i]
+		if j.expire {
+			s.index.expire(sh, j.now, &j.tally)
+		}
+		for v := range j.visits {
+			s.visit(sh, j, &j.visits[v])
+		}
+		j.done.Done()
+	})
+}
+
+func (s *stitcher) stopOwners() { s.owners.Stop() }
+
+// begin readies the pass for the visits of n records.
+func (p *pass) begin(n, shards int) {
+	clear(p.results)
+	p.results = slices.Grow(p.results[:0], n)[:n]
+	p.origins = p.origins[:0]
+	if len(p.jobs) != shards {
+		p.jobs = make([]job, shards)
+	}
+}
+
+// addOrigin notes the origin of the records planned next, and returns its
+// position for their visits.
+func (p *pass) addOrigin(o origin) int32 {
+	p.origins = append(p.origins, o)
+	return int32(len(p.origins) - 1)
+}
+
+// planID plans v on the shard of request id.
+func (p *pass) planID(x *index, id string, v visit) {
+	n, key := x.shardOf(id)
+	v.id, v.key = id, key
+	p.plan(n, v)
+}
+
+// planTrace plans v on the shard of the request v's trace is bound to; a
+// record whose trace is bound to none waits for a binding.
+func (p *pass) planTrace(x *index, v visit) {
+	if v.r = x.traceRequest(v.trace()); v.r == nil {
+		p.results[v.at].wait = waitBinding
+		return
+	}
+	p.plan(int(v.r.shard), v)
+}
+
+func (p *pass) plan(shard int, v visit) {
+	p.jobs[shard].visits = append(p.jobs[shard].visits, v)
+}
+
+// round hands every shard its planned visits, waits for them, and takes in
+// what they counted.
+func (s *stitcher) round(p *pass) {
+	for i := range p.jobs {
+		j := &p.jobs[i]
+		if len(j.visits) == 0 {
+			continue
+		}
+		j.results, j.origins, j.events, j.now, j.done = p.results, p.origins, p.events, p.now, &p.wg
+		p.wg.Add(1)
+		s.owners.Send(i, j)
+	}
+	p.wg.Wait()
+	for i := range p.jobs {
+		j := &p.jobs[i]
+		if len(j.visits) == 0 {
+			continue
+		}
+		p.tally.add(&j.tally)
+		j.tally = tally{}
+		// No record or request stays reachable from the pass's pool.
+		clear(j.visits)
+		j.visits, j.results, j.origins, j.events = j.visits[:0], nil, nil, nil
+	}
+}
+
+// expireAll has every owner drop its shard's requests past their TTL.
+func (s *stitcher) expireAll(now int64) tally {
+	var counts tally
+	var wg sync.WaitGroup
+	jobs := make([]job, len(s.index.shards))
+	for i := range jobs {
+		jobs[i] = job{now: now, expire: true, done: &wg}
+		wg.Add(1)
+		s.owners.Send(i, &jobs[i])
+	}
+	wg.Wait()
+	for i := range jobs {
+		counts.add(&jobs[i].tally)
+	}
+	return counts
+}
+
+// visit does v's work on its request, in its shard sh.
+func (s *stitcher) visit(sh *shard, j *job, v *visit) {
+	t, now := &j.tally, j.now
+	res := &j.results[v.at]
+	switch v.kind {
+	case visitLogBind:
+		r := s.index.getOrAdd(sh, v.key, v.id, now, t)
+		if r == nil {
+			return
+		}
+		s.index.bind(r, v.log.TraceID())
+		s.fillLog(sh, r, v.log, t)
+	case visitLogFill:
+		r := sh.get(v.key, v.id, now)
+		if r == nil || !s.fillTraceContext(r, j.origins[v.origin].service, v.log, t) {
+			res.wait = waitBinding
+			return
+		}
+		s.fillLog(sh, r, v.log, t)
+	case visitLogGPU:
+		if r := sh.get(v.key, v.id, now); r != nil {
+			s.fillLog(sh, r, v.log, t)
+		}
+	case visitLogTrace:
+		if !v.r.byTrace(v.log.TraceID(), now) {
+			res.wait = waitBinding
+			return
+		}
+		fillReqID(v.r, v.log.Attributes(), t)
+		s.fillLog(sh, v.r, v.log, t)
+	case visitSpanBind:
+		if r := s.index.getOrAdd(sh, v.key, v.id, now, t); r != nil {
+			s.observeSpan(j.origins[v.origin], v.span, r, j.events[v.at], t)
+			res.r = r
+		}
+	case visitSpanFill:
+		s.fillSpan(sh, v.r, v.span, t)
+	case visitSpanTrace:
+		if !v.r.byTrace(v.span.TraceID(), now) {
+			res.wait = waitBinding
+			return
+		}
+		fillReqID(v.r, v.span.Attributes(), t)
+		s.observeSpan(j.origins[v.origin], v.span, v.r, j.events[v.at], t)
+		s.fillSpan(sh, v.r, v.span, t)
+	}
+}
+
+// fillReqID gives a record found through its trace its request's req_id.
+func fillReqID(r *request, attrs pcommon.Map, t *tally) {
+	attrs.PutStr(golden.ReqID, r.id())
+	golden.Filled(attrs, golden.ReqID)
+	t.filled[filledReqID]++
+}
+
+// fillLog fills a log record of request r from what r knows.
+func (s *stitcher) fillLog(sh *shard, r *request, lr plog.LogRecord, t *tally) {
+	attrs := lr.Attributes()
+	carry(sh, r, attrs, t)
+	s.markDetached(r, lr.TraceID(), attrs, t)
+}
+
+// fillSpan fills a span of request r from what r knows, and links a span
+// of another trace than r's primary one to its primary root.
+func (s *stitcher) fillSpan(sh *shard, r *request, span ptrace.Span, t *tally) {
+	attrs := span.Attributes()
+	carry(sh, r, attrs, t)
+	if s.markDetached(r, span.TraceID(), attrs, t) {
+		link := span.Links().AppendEmpty()
+		link.SetTraceID(r.primaryTrace())
+		link.SetSpanID(r.rootSpan)
+	}
+}
