@@ -15,6 +15,7 @@ import (
 	"github.com/loom-otel/loom/internal/custody"
 	"github.com/loom-otel/loom/internal/failure"
 	"github.com/loom-otel/loom/internal/golden"
+	"github.com/loom-otel/loom/internal/reqshard"
 	"github.com/loom-otel/loom/internal/ring"
 	"github.com/loom-otel/loom/processor/reqsamplingprocessor/internal/learner"
 	"github.com/loom-otel/loom/processor/reqsamplingprocessor/internal/metadata"
@@ -66,6 +67,8 @@ type sampler struct {
 	unreplayed [numSignals][]custody.Entry
 
 	shards []*shard
+	// owners run the shards from Start to shutdown.
+	owners *reqshard.Owners[message]
 	pool   *releasePool
 	// shardSeed seeds the hash that picks a request's shard.
 	shardSeed uint64
@@ -224,9 +227,7 @@ func (s *sampler) startShared(ctx context.Context, host component.Host) error {
 	}
 	s.started.Store(true)
 	registerFailureMap(s.id, s)
-	for _, sh := range s.shards {
-		go sh.run()
-	}
+	s.owners = reqshard.Start(len(s.shards), shardInbox, func(i int, m message) { s.shards[i].handle(m) })
 	go s.run()
 	return nil
 }
@@ -309,6 +310,10 @@ func (s *sampler) admit(ctx context.Context, b *batch) error {
 	return s.hand(ctx, b)
 }
 
+// shardInbox is how many messages a shard's owner may be behind before a
+// sender waits.
+const shardInbox = 16
+
 // shardSalt makes the shard of a request independent of its draw.
 const shardSalt = 0x9e3779b97f4a7c15
 
@@ -351,15 +356,13 @@ func (s *sampler) hand(ctx context.Context, b *batch) error {
 		return errShutdown
 	}
 	first := &b.parts[0]
-	select {
-	case s.shards[first.shard].work <- first:
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := s.owners.SendContext(ctx, first.shard, message{part: first}); err != nil {
+		return err
 	}
 	// The batch is the shards' now: every part must follow.
 	for i := 1; i < len(b.parts); i++ {
 		p := &b.parts[i]
-		s.shards[p.shard].work <- p
+		s.owners.Send(p.shard, message{part: p})
 	}
 	return nil
 }
@@ -396,6 +399,7 @@ func (s *sampler) run() {
 			close(ack)
 		case <-s.stop:
 			s.orderShards(order{cmd: cmdStop, ring: leaving()})
+			s.owners.Stop()
 			return
 		}
 	}
@@ -408,8 +412,8 @@ func (s *sampler) orderShards(o order) {
 	done.Add(len(s.shards))
 	s.pool.expect(len(s.shards))
 	o.done = &done
-	for _, sh := range s.shards {
-		sh.orders <- o
+	for i := range s.shards {
+		s.owners.Send(i, message{order: o})
 	}
 	done.Wait()
 	s.publishHeatMap(s.now())

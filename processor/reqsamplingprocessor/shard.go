@@ -12,16 +12,15 @@ import (
 // maxShards bounds num_shards: a shard index fits in a byte.
 const maxShards = 256
 
-// shard decides the requests whose key hashes to it. One goroutine (run)
-// owns their waiting records, the decisions it made and its share of the
-// limits, fed by its own channel; what every shard learns from and counts
-// in is the sampler's, under its lock.
+// shard decides the requests whose key hashes to it. One goroutine, its
+// owner (reqshard), owns their waiting records, the decisions it made and
+// its share of the limits, and handles the messages sent to the shard, in
+// order; what every shard learns from and counts in is the sampler's, under
+// its lock.
 type shard struct {
-	s      *sampler
-	work   chan *part
-	orders chan order
+	s *sampler
 
-	// Owned by run.
+	// Owned by the shard's owner.
 	pending     buffer
 	cache       decisionCache
 	bytes       int // of the parts it has not decided whole
@@ -37,8 +36,14 @@ type shard struct {
 	pendingBytes    atomic.Int64
 }
 
+// message is what a shard is handed: a part of a batch, or (part nil) an order.
+type message struct {
+	part  *part
+	order order
+}
+
 // order is what the sampler's ticks, flushes and shutdown ask of every
-// shard, once it has taken in the parts already handed to it.
+// shard, once it has taken in the parts handed to it before.
 type order struct {
 	cmd command
 	// ring, when set, is the gateway set to hand waiting requests over by
@@ -55,7 +60,7 @@ const (
 	cmdTick command = iota
 	// cmdFlush decides every waiting request.
 	cmdFlush
-	// cmdStop decides every waiting request and ends the shard.
+	// cmdStop decides every waiting request; nothing is handed after it.
 	cmdStop
 	// cmdHandOver hands the waiting requests another gateway now owns over to it.
 	cmdHandOver
@@ -68,8 +73,6 @@ func newShard(s *sampler, n int) *shard {
 	cacheCfg.MaxEntries = share(cacheCfg.MaxEntries)
 	return &shard{
 		s:           s,
-		work:        make(chan *part, 16),
-		orders:      make(chan order),
 		pending:     newBuffer(),
 		cache:       newDecisionCache(cacheCfg, func() { s.tel.evicted(stateDecisionCache) }),
 		maxRequests: share(s.cfg.MaxRequests),
@@ -77,47 +80,30 @@ func newShard(s *sampler, n int) *shard {
 	}
 }
 
-func (sh *shard) run() {
-	for {
-		select {
-		case p := <-sh.work:
-			sh.ingest(p)
-		case o := <-sh.orders:
-			sh.ordered = true
-			sh.drain()
-			if o.ring != nil {
-				cause := causeShutdown
-				if o.cmd == cmdHandOver {
-					cause = causeMemberChange
-				}
-				sh.handOver(o.ring, cause)
-			}
-			switch o.cmd {
-			case cmdTick:
-				sh.tick()
-			case cmdFlush, cmdStop:
-				sh.decideAll()
-			}
-			sh.ordered = false
-			sh.s.pool.help(sh.s.release)
-			o.done.Done()
-			if o.cmd == cmdStop {
-				return
-			}
-		}
+// handle takes in a part, or carries out an order.
+func (sh *shard) handle(m message) {
+	if m.part != nil {
+		sh.ingest(m.part)
+		return
 	}
-}
-
-// drain ingests the parts already handed over.
-func (sh *shard) drain() {
-	for {
-		select {
-		case p := <-sh.work:
-			sh.ingest(p)
-		default:
-			return
+	o := m.order
+	sh.ordered = true
+	if o.ring != nil {
+		cause := causeShutdown
+		if o.cmd == cmdHandOver {
+			cause = causeMemberChange
 		}
+		sh.handOver(o.ring, cause)
 	}
+	switch o.cmd {
+	case cmdTick:
+		sh.tick()
+	case cmdFlush, cmdStop:
+		sh.decideAll()
+	}
+	sh.ordered = false
+	sh.s.pool.help(sh.s.release)
+	o.done.Done()
 }
 
 // ingest adds a part's records to their requests. Records of requests
