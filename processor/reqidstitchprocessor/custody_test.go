@@ -91,6 +91,31 @@ func TestHeldRecordsGoOnWithTheirClientsContext(t *testing.T) {
 	}
 }
 
+// Two logs pipelines share the component's index, not their holds: each
+// pipeline's held records go on to that pipeline, filled from spans the
+// traces pipeline saw.
+func TestEachPipelineGetsItsOwnHeldRecords(t *testing.T) {
+	h := newHarness(t, nil)
+	other := new(consumertest.LogsSink)
+	otherLogs := h.addLogsPipeline(other)
+	// Neither request has a span yet: both records wait, each in its pipeline's hold.
+	h.consumeLogs(logsOf(rec{service: "model", at: t0, name: "first", attrs: reqIDAttr(reqA)}))
+	require.NoError(t, otherLogs.ConsumeLogs(context.Background(), logsOf(rec{service: "model", at: t0, name: "second", attrs: reqIDAttr(reqB)})))
+	rootB := rootA
+	rootB.trace, rootB.span, rootB.attrs = traceID(2), spanID(3), reqIDAttr(reqB)
+	h.consumeTraces(tracesOf(rootA, rootB))
+	h.tick(time.Millisecond)
+
+	mine := h.outLogs()
+	require.Len(t, mine, 1)
+	assert.Equal(t, "first", mine[0].Body().Str())
+	assert.Equal(t, traceID(1), mine[0].TraceID(), "bound by the traces pipeline's span")
+	require.Equal(t, 1, other.LogRecordCount())
+	theirs := other.AllLogs()[0].ResourceLogs().At(0).ScopeLogs().At(0).LogRecords().At(0)
+	assert.Equal(t, "second", theirs.Body().Str())
+	assert.Equal(t, traceID(2), theirs.TraceID())
+}
+
 func TestStorageRefusesTwoPipelinesOfOneSignal(t *testing.T) {
 	f := NewFactory()
 	cfg := f.CreateDefaultConfig().(*Config)

@@ -38,6 +38,11 @@ type harness struct {
 	clock   time.Time
 	ticks   chan chan struct{}
 	metrics *sdkmetric.ManualReader
+	// What the processors were made with, for another pipeline of theirs.
+	factory processor.Factory
+	cfg     *Config
+	set     processor.Settings
+	host    component.Host
 }
 
 func newHarness(tb testing.TB, configure func(*Config)) *harness {
@@ -71,10 +76,23 @@ func newHarnessOn(tb testing.TB, host component.Host, nextLogs consumer.Logs, co
 	require.NoError(tb, err)
 	h.traces, err = f.CreateTraces(ctx, set, cfg, h.spanOut)
 	require.NoError(tb, err)
+	h.factory, h.cfg, h.set, h.host = f, cfg, set, host
 	require.NoError(tb, h.logs.Start(ctx, host))
 	require.NoError(tb, h.traces.Start(ctx, host))
 	tb.Cleanup(h.shutdown)
 	return h
+}
+
+// addLogsPipeline starts a logs processor of the same component ID in
+// another pipeline, which sends what it passes on to next.
+func (h *harness) addLogsPipeline(next consumer.Logs) processor.Logs {
+	h.tb.Helper()
+	ctx := context.Background()
+	logs, err := h.factory.CreateLogs(ctx, h.set, h.cfg, next)
+	require.NoError(h.tb, err)
+	require.NoError(h.tb, logs.Start(ctx, h.host))
+	h.tb.Cleanup(func() { require.NoError(h.tb, logs.Shutdown(ctx)) })
+	return logs
 }
 
 // shutdown is idempotent so that tests may shut down early to see the flush.
