@@ -37,7 +37,9 @@ func TestIndexShardsHoldTheirPartOfMaxRequests(t *testing.T) {
 // A trace bound in one shard is found from any goroutine; once its request is
 // evicted, a lookup that raced the eviction finds nothing.
 func TestIndexTraceLookupAcrossShards(t *testing.T) {
-	x := newTestIndex(100, time.Hour, 8)
+	// Room for all 50 requests in any one shard: the seed spreads them at
+	// random, and 100 over 8 shards evicted one now and then.
+	x := newTestIndex(8*50, time.Hour, 8)
 	var traces []pcommon.TraceID
 	for i := range 50 {
 		r := x.getOrAdd("req-"+strconv.Itoa(i), 0)
