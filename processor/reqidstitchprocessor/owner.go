@@ -143,12 +143,12 @@ func (p *pass) plan(shard int, v visit) {
 	p.jobs[shard].visits = append(p.jobs[shard].visits, v)
 }
 
-// round hands every shard its planned visits, waits for them, and takes in
-// what they counted.
+// round hands every shard its planned visits (and, when the pass expires,
+// the order to), waits for them, and takes in what they counted.
 func (s *stitcher) round(p *pass) {
 	for i := range p.jobs {
 		j := &p.jobs[i]
-		if len(j.visits) == 0 {
+		if j.idle() {
 			continue
 		}
 		j.results, j.origins, j.events, j.now, j.done = p.results, p.origins, p.events, p.now, &p.wg
@@ -158,32 +158,27 @@ func (s *stitcher) round(p *pass) {
 	p.wg.Wait()
 	for i := range p.jobs {
 		j := &p.jobs[i]
-		if len(j.visits) == 0 {
+		if j.idle() {
 			continue
 		}
 		p.tally.add(&j.tally)
-		j.tally = tally{}
+		j.tally, j.expire = tally{}, false
 		// No record or request stays reachable from the pass's pool.
 		clear(j.visits)
 		j.visits, j.results, j.origins, j.events = j.visits[:0], nil, nil, nil
 	}
 }
 
-// expireAll has every owner drop its shard's requests past their TTL.
-func (s *stitcher) expireAll(now int64) tally {
-	var counts tally
-	var wg sync.WaitGroup
-	jobs := make([]job, len(s.index.shards))
-	for i := range jobs {
-		jobs[i] = job{now: now, expire: true, done: &wg}
-		wg.Add(1)
-		s.owners.Send(i, &jobs[i])
+// idle reports whether the job has nothing for its shard this round.
+func (j *job) idle() bool { return len(j.visits) == 0 && !j.expire }
+
+// expire has every owner drop its shard's requests past their TTL, in one round.
+func (s *stitcher) expire(p *pass) {
+	p.begin(0, len(s.index.shards))
+	for i := range p.jobs {
+		p.jobs[i].expire = true
 	}
-	wg.Wait()
-	for i := range jobs {
-		counts.add(&jobs[i].tally)
-	}
-	return counts
+	s.round(p)
 }
 
 // visit does v's work on its request, in its shard sh.

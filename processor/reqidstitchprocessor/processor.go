@@ -348,7 +348,10 @@ func (s *stitcher) run(tick <-chan time.Time, stopTicker func(), stop <-chan str
 }
 
 func (s *stitcher) sweepAll() {
-	s.expire(s.nowNanos())
+	ps := newPass(s.nowNanos())
+	s.expire(ps)
+	s.tel.flush(context.Background(), &ps.tally)
+	ps.free()
 	s.lifecycle.Lock()
 	sweepers := append([]sweeper(nil), s.sweepers...)
 	s.lifecycle.Unlock()

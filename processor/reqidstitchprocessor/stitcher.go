@@ -1,7 +1,6 @@
 package reqidstitchprocessor // import "github.com/loom-otel/loom/processor/reqidstitchprocessor"
 
 import (
-	"context"
 	"runtime"
 	"strconv"
 	"sync"
@@ -94,12 +93,6 @@ func (s *stitcher) pipelines(signal string) int {
 	s.lifecycle.Lock()
 	defer s.lifecycle.Unlock()
 	return s.holds[signal]
-}
-
-// expire drops requests past their TTL; every processor's ticker calls it.
-func (s *stitcher) expire(now int64) {
-	counts := s.expireAll(now)
-	s.tel.flush(context.Background(), &counts)
 }
 
 // origin is what stitching needs from a record's resource, read once per resource.
