@@ -303,9 +303,11 @@ func (s *stitcher) stitchSpans(td ptrace.Traces, p *pass, hold func(ptrace.Trace
 		o := p.addOrigin(s.origin(rs.Resource()))
 		for _, ss := range rs.ScopeSpans().All() {
 			for _, span := range ss.Spans().All() {
-				if id, _ := reqIDOf(span.Attributes()); id != "" {
+				id, present := reqIDOf(span.Attributes())
+				if id != "" {
 					p.planID(s.index, id, visit{kind: visitSpanBind, at: int32(at), origin: o, span: span})
 				}
+				p.results[at].carriesReqID = present
 				at++
 			}
 		}
@@ -345,7 +347,7 @@ func (s *stitcher) planSpan(p *pass, v visit) {
 		p.plan(int(v.r.shard), v)
 		return
 	}
-	if _, hasID := reqIDOf(v.span.Attributes()); hasID || v.span.TraceID().IsEmpty() {
+	if p.results[v.at].carriesReqID || v.span.TraceID().IsEmpty() {
 		return
 	}
 	v.kind = visitSpanTrace
@@ -442,6 +444,7 @@ func (s *stitcher) restitchSpans(held []parked[ptrace.Traces], p *pass) {
 	for i, h := range held {
 		rs, ss, span := parkedSpan(h.data)
 		p.events[i] = spanEventID(rs, ss, span)
+		_, p.results[i].carriesReqID = reqIDOf(span.Attributes())
 		s.planSpan(p, visit{at: int32(i), origin: p.addOrigin(s.origin(rs.Resource())), span: span})
 	}
 	s.round(p)

@@ -73,6 +73,9 @@ func (v *visit) trace() pcommon.TraceID {
 type result struct {
 	r    *request // a span's request, bound in the first round
 	wait waitFor
+	// carriesReqID: the span has a req_id, usable or not (it is never
+	// filled), as its first reading found.
+	carriesReqID bool
 }
 
 // job is one round's visits to one shard, or an order to expire it.
