@@ -154,22 +154,33 @@ func journalOf(t *testing.T, host component.Host, id component.ID) *custody.Jour
 	return j
 }
 
+// lastRunLeft is a sampler named name with a file_storage of its own and
+// its journal open, to write what a last run left there.
+func lastRunLeft(t *testing.T, name string) (component.ID, component.Host, *custody.Journal) {
+	t.Helper()
+	id := component.MustNewIDWithName(metadata.Type.String(), name)
+	host := custodytest.FileStorage(t, t.TempDir())
+	return id, host, journalOf(t, host, id)
+}
+
+// storedRoot is request reqID's root span as a journal entry holds it.
+func storedRoot(t *testing.T, reqID string) []byte {
+	t.Helper()
+	data, err := pdatarequest.MarshalTraces(context.Background(), tracesOf(rec{reqID: reqID, service: "api", root: true, end: 10}))
+	require.NoError(t, err)
+	return data
+}
+
 // The collector starts one pipeline's processors before another pipeline's
 // exporters: a signal's records must not be replayed before its processor
 // starts, or they reach an exporter that is not running.
 func TestASignalsRecordsAreReplayedWhenItsProcessorStarts(t *testing.T) {
-	id := component.MustNewIDWithName(metadata.Type.String(), "replayedlate")
-	host := custodytest.FileStorage(t, t.TempDir())
-	j := journalOf(t, host, id)
-	spans, err := pdatarequest.MarshalTraces(context.Background(), tracesOf(rec{reqID: "decided", service: "api", root: true, end: 10}))
-	require.NoError(t, err)
-	waiting, err := pdatarequest.MarshalTraces(context.Background(), tracesOf(rec{reqID: "waiting", service: "api", root: true, end: 10}))
-	require.NoError(t, err)
+	id, host, j := lastRunLeft(t, "replayedlate")
 	logs, err := pdatarequest.MarshalLogs(context.Background(), logsOf(rec{reqID: "decided"}))
 	require.NoError(t, err)
 	require.NoError(t, j.Keep(context.Background(),
-		custody.Entry{Seq: j.Next(decidedKind(signalTraces)), Data: spans},
-		custody.Entry{Seq: j.Next(arrivedKind(signalTraces)), Data: waiting},
+		custody.Entry{Seq: j.Next(decidedKind(signalTraces)), Data: storedRoot(t, "decided")},
+		custody.Entry{Seq: j.Next(arrivedKind(signalTraces)), Data: storedRoot(t, "waiting")},
 		custody.Entry{Seq: j.Next(decidedKind(signalLogs)), Data: logs}))
 	require.NoError(t, j.Close(context.Background()))
 
@@ -220,13 +231,9 @@ func TestASignalsRecordsAreReplayedWhenItsProcessorStarts(t *testing.T) {
 // a signal no pipeline uses any more, are deleted from storage at start,
 // not kept for ever.
 func TestEntriesThatCannotBeReplayedAreDropped(t *testing.T) {
-	id := component.MustNewIDWithName(metadata.Type.String(), "orphans")
-	host := custodytest.FileStorage(t, t.TempDir())
-	j := journalOf(t, host, id)
-	spans, err := pdatarequest.MarshalTraces(context.Background(), tracesOf(rec{reqID: "orphan", service: "api", root: true, end: 10}))
-	require.NoError(t, err)
+	id, host, j := lastRunLeft(t, "orphans")
 	require.NoError(t, j.Keep(context.Background(),
-		custody.Entry{Seq: j.Next(decidedKind(signalTraces)), Data: spans},
+		custody.Entry{Seq: j.Next(decidedKind(signalTraces)), Data: storedRoot(t, "orphan")},
 		custody.Entry{Seq: j.Next(custody.Kind(99)), Data: []byte("from a later build")}))
 	require.NoError(t, j.Close(context.Background()))
 
