@@ -91,7 +91,7 @@ type job struct {
 	done    *sync.WaitGroup
 }
 
-// startOwners starts a goroutine for each shard; stopOwners ends them. No
+// startOwners starts a goroutine for each shard, until s.owners.Stop. No
 // call may plan a visit while they are stopped.
 func (s *stitcher) startOwners() {
 	s.owners = reqshard.Start(len(s.index.shards), 4, func(i int, j *job) {
@@ -105,8 +105,6 @@ func (s *stitcher) startOwners() {
 		j.done.Done()
 	})
 }
-
-func (s *stitcher) stopOwners() { s.owners.Stop() }
 
 // begin readies the pass for the visits of n records.
 func (p *pass) begin(n, shards int) {

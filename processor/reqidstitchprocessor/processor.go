@@ -326,7 +326,7 @@ func (s *stitcher) unregister(w sweeper) {
 	if last && stop != nil {
 		close(stop)
 		<-done
-		s.stopOwners()
+		s.owners.Stop()
 	}
 }
 
