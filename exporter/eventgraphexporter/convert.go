@@ -162,7 +162,7 @@ func (r *record) eventID(attrs pcommon.Map, compute func() golden.EventHash) str
 // record names an error.type.
 // explicit is the failure model's detector of the failures a record reports
 // itself, with its default error attributes.
-var explicit = failure.NewExplicit(plog.SeverityNumberError, nil)
+var explicit = failure.NewExplicit(failure.ExplicitConfig{})
 
 // failed says whether the event shows its request's failure: it reports a
 // failure itself, or the failure model's verdict on its request (written by

@@ -20,19 +20,47 @@ var DefaultErrorAttributes = []string{"error.type", "exception.type", "error_typ
 // Explicit finds the failures a record reports itself: a span with status
 // error or an exception event, a log record at or above MinSeverity (from its
 // number, its severity text or its body), an error attribute with a value that
-// says something failed, the gpu receiver's failure records, and goldenfield's
-// mark on a record of a model_ver that lost fields (schema drift).
+// says something failed, a status code or finish reason that the OpenTelemetry
+// semantic conventions define as a failure (conventions.go), the gpu
+// receiver's failure records, and goldenfield's mark on a record of a
+// model_ver that lost fields (schema drift).
 type Explicit struct {
 	minSeverity plog.SeverityNumber
 	attributes  []string
+	// conventions applies the semantic conventions' table; failureFinishReasons
+	// are the GenAI finish reasons it reads as failures.
+	conventions          bool
+	failureFinishReasons []string
 }
 
-// NewExplicit returns the detector; attributes nil means DefaultErrorAttributes.
-func NewExplicit(minSeverity plog.SeverityNumber, attributes []string) *Explicit {
-	if attributes == nil {
-		attributes = DefaultErrorAttributes
+// ExplicitConfig configures Explicit. Its zero value is the default.
+type ExplicitConfig struct {
+	// MinSeverity is the lowest log severity that reports an error; 0 means error.
+	MinSeverity plog.SeverityNumber
+	// Attributes report an error by a value that says something failed; nil
+	// means DefaultErrorAttributes.
+	Attributes []string
+	// IgnoreConventions turns the semantic conventions' table off.
+	IgnoreConventions bool
+	// FailureFinishReasons are the gen_ai.response.finish_reasons values that
+	// report a failure; nil means DefaultFailureFinishReasons.
+	FailureFinishReasons []string
+}
+
+// NewExplicit returns the detector.
+func NewExplicit(cfg ExplicitConfig) *Explicit {
+	e := &Explicit{minSeverity: cfg.MinSeverity, attributes: cfg.Attributes,
+		conventions: !cfg.IgnoreConventions, failureFinishReasons: cfg.FailureFinishReasons}
+	if e.minSeverity == plog.SeverityNumberUnspecified {
+		e.minSeverity = plog.SeverityNumberError
 	}
-	return &Explicit{minSeverity: minSeverity, attributes: attributes}
+	if e.attributes == nil {
+		e.attributes = DefaultErrorAttributes
+	}
+	if e.failureFinishReasons == nil {
+		e.failureFinishReasons = DefaultFailureFinishReasons
+	}
+	return e
 }
 
 // Check returns the first failure r reports.
@@ -45,7 +73,7 @@ func (e *Explicit) Check(r *Record) (Reason, bool) {
 		}
 		events := r.Span.Events()
 		for i := 0; i < events.Len(); i++ {
-			if events.At(i).Name() == "exception" {
+			if isExceptionEvent(events.At(i).Name()) {
 				at.Kind = KindException
 				if t, ok := events.At(i).Attributes().Get("exception.type"); ok {
 					at.Attribute, at.Value = "exception.type", t.AsString()
@@ -59,6 +87,17 @@ func (e *Explicit) Check(r *Record) (Reason, bool) {
 			at.Kind, at.Value = KindGPU, r.LogRecord.EventName()
 		}
 		return at, true
+	} else if e.conventions && isExceptionEvent(r.LogRecord.EventName()) {
+		at.Kind = KindException
+		if t, ok := r.Attrs.Get("exception.type"); ok {
+			at.Attribute, at.Value = "exception.type", t.AsString()
+		}
+		return at, true
+	}
+	if e.conventions {
+		if reason, ok := e.conventionFailure(r, at); ok {
+			return reason, true
+		}
 	}
 	for _, name := range e.attributes {
 		if v, ok := r.Attrs.Get(name); ok && reportsFailure(v) {

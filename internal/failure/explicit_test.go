@@ -12,7 +12,7 @@ import (
 )
 
 func TestExplicit(t *testing.T) {
-	e := NewExplicit(plog.SeverityNumberError, nil)
+	e := NewExplicit(ExplicitConfig{})
 	for name, tc := range map[string]struct {
 		rec  *Record
 		want Kind
@@ -56,7 +56,7 @@ func TestExplicit(t *testing.T) {
 }
 
 func TestSchemaDriftReason(t *testing.T) {
-	r, ok := NewExplicit(plog.SeverityNumberError, nil).Check(logRecord(func(l plog.LogRecord) {
+	r, ok := NewExplicit(ExplicitConfig{}).Check(logRecord(func(l plog.LogRecord) {
 		lost := l.Attributes().PutEmptySlice(golden.DriftFieldsLost)
 		lost.AppendEmpty().SetStr("segment_map")
 		lost.AppendEmpty().SetStr("digest")
@@ -68,7 +68,7 @@ func TestSchemaDriftReason(t *testing.T) {
 }
 
 func TestExplicitConfiguredAttributes(t *testing.T) {
-	e := NewExplicit(plog.SeverityNumberWarn, []string{"outcome.error"})
+	e := NewExplicit(ExplicitConfig{MinSeverity: plog.SeverityNumberWarn, Attributes: []string{"outcome.error"}})
 	r, ok := e.Check(logRecord(func(l plog.LogRecord) { l.Attributes().PutStr("outcome.error", "quota") }))
 	assert.True(t, ok)
 	assert.Equal(t, Reason{Kind: KindAttribute, Attribute: "outcome.error", Value: "quota"}, r)

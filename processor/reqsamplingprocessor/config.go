@@ -136,6 +136,13 @@ type ErrorsConfig struct {
 	MinSeverity string `mapstructure:"min_severity"`
 	// Attributes report an error when present with a non-empty, non-zero value.
 	Attributes []string `mapstructure:"attributes"`
+	// SemanticConventions reads the status codes, exception events and
+	// finish reasons that the OpenTelemetry semantic conventions define as
+	// failures; unset means true.
+	SemanticConventions *bool `mapstructure:"semantic_conventions"`
+	// FailureFinishReasons are the gen_ai.response.finish_reasons values that
+	// report a failure; unset means [error].
+	FailureFinishReasons []string `mapstructure:"failure_finish_reasons"`
 
 	_ struct{}
 }

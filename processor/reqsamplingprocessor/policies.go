@@ -103,7 +103,16 @@ func newEvaluator(pc *PolicyConfig, i int, deps policyDeps) (policy.Evaluator, e
 			return nil, errors.New("errors::attributes: an empty list checks no attribute; leave it unset for the defaults " +
 				"(" + strings.Join(failure.DefaultErrorAttributes, ", ") + ") or list the attributes that report an error")
 		}
-		return policy.NewErrors(pc.Name, severity, pc.Errors.Attributes), nil
+		if pc.Errors.FailureFinishReasons != nil && len(pc.Errors.FailureFinishReasons) == 0 {
+			return nil, errors.New("errors::failure_finish_reasons: an empty list reads no finish reason as a failure; " +
+				"leave it unset for the default ([" + strings.Join(failure.DefaultFailureFinishReasons, ", ") + "]) or set semantic_conventions: false")
+		}
+		return policy.NewErrors(pc.Name, failure.ExplicitConfig{
+			MinSeverity:          severity,
+			Attributes:           pc.Errors.Attributes,
+			IgnoreConventions:    pc.Errors.SemanticConventions != nil && !*pc.Errors.SemanticConventions,
+			FailureFinishReasons: pc.Errors.FailureFinishReasons,
+		}), nil
 	case FailureCondition:
 		c, err := failure.NewConditions(pc.FailureCondition.Conditions, deps.set, deps.evalFailed(i))
 		if err != nil {

@@ -36,9 +36,10 @@ func (d *recordDetector) DetectRecord(r *Record, f *Findings) bool {
 // a record that reports a failure itself (failure.Explicit): a span with
 // status error or an exception, a log record at or above a severity (from its
 // number, its text or its body), an error attribute with a value that says
-// something failed, a GPU driver failure.
-func NewErrors(name string, minSeverity plog.SeverityNumber, attributes []string) Detector {
-	return &recordDetector{name: name, check: failure.NewExplicit(minSeverity, attributes).Check}
+// something failed, a status code or finish reason the semantic conventions
+// call a failure, a GPU driver failure.
+func NewErrors(name string, cfg failure.ExplicitConfig) Detector {
+	return &recordDetector{name: name, check: failure.NewExplicit(cfg).Check}
 }
 
 // NewFailureCondition returns the failure_condition policy called name: it

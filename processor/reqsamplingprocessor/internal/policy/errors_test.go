@@ -12,7 +12,7 @@ import (
 )
 
 func TestErrorsSaysWhy(t *testing.T) {
-	p := NewErrors("errors", plog.SeverityNumberError, []string{"error.type"})
+	p := NewErrors("errors", failure.ExplicitConfig{Attributes: []string{"error.type"}})
 	var f Findings
 	rec := span(func(s ptrace.Span) { s.Attributes().PutStr("error.type", "timeout") })
 	rec.Service, rec.Stage = "edge", "edge/request"
