@@ -2,11 +2,13 @@ package failure
 
 import (
 	"math"
+	"math/bits"
 	"strconv"
 	"strings"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
+	"github.com/loom-otel/loom/internal/extract"
 	"github.com/loom-otel/loom/internal/golden"
 )
 
@@ -40,11 +42,13 @@ type DriftConfig struct {
 // Drift finds silent failures in outcome attributes: per place (service,
 // stage, spans and logs apart) it learns the share of every value of the
 // low-cardinality attributes — booleans, words, numbers by order of
-// magnitude with zero apart — and how often each usual attribute is absent.
-// A record whose value (or absence) is rare in the baseline and surging in
-// the recent records is evidence that its request failed: a flag that turns
-// true, a grade that turns bad, a count that drops to zero or jumps, a field
-// that stops being written.
+// magnitude with zero apart — among the records that carry the attribute,
+// and the share of every shape (the set of attributes a record carries). A
+// record whose value is rare in the baseline and surging in the recent
+// records, or whose shape lacks fields that a common shape carries, is
+// evidence that its request failed: a flag that turns true, a grade that
+// turns bad, a count that drops to zero or jumps, a field that a kind of line
+// stops writing.
 //
 // Strings with digits that are not numbers (ids, versions, hosts, templates)
 // are dimensions, not outcomes: what a root cause is named by, never evidence
@@ -52,15 +56,16 @@ type DriftConfig struct {
 //
 // The baseline lags: a place's records are counted in a block of
 // blockRecords and the block joins the baseline when it is full, so a surge
-// is judged against the traffic before it. Until the baseline holds
-// MinBaseline records, blocks join every quarter of that: a place that is a
+// is judged against the traffic before it. Until the place settles (admit,
+// settle: its blocks agree with the baseline and it holds MinBaseline
+// records), blocks join every quarter of MinBaseline: a place that is a
 // small share of the traffic (or of one gateway's) has a baseline before an
 // early incident fills it, and gateways that share their blocks (TakeBlocks,
 // MergeBlock) warm it up together.
 // Rare values on the rise when their block joins enter the baseline at a
 // sixteenth of their weight, so that a failing minority stays abnormal while
-// it lasts, and a change that takes over most of a place becomes its new
-// normal.
+// it lasts, until its share has held for absorbRecords records; a change that
+// takes over most of a place is its new normal at once.
 //
 // Check runs as records arrive and notes their rare values; Confirm judges
 // the notes when the request is decided, by which time a surge that began
@@ -73,7 +78,10 @@ type Drift struct {
 	gr float64
 	// warmupBlock is the size of the blocks that join a baseline under MinBaseline.
 	warmupBlock float64
-	outbox      *outbox
+	// absorbRecords is how many records (of what it is a share of) a rising
+	// value's new share must hold for before it is the place's normal.
+	absorbRecords float64
+	outbox        *outbox
 }
 
 // blockRecords is how many records of a place join its baseline at once.
@@ -90,11 +98,21 @@ type driftPlace struct {
 	n     cell
 	attrs map[string]*driftAttr
 	list  []*driftAttr
-	usual []*driftAttr // attributes (almost) always present: their absence is judged
-	seq   uint64       // records seen, which stamps the attributes each carried
+	// own counts the instance's own records, of which shapes are shares:
+	// peers share values, not shapes (an attribute's bit is this place's).
+	own    cell
+	shapes []*driftValue
+	// manyShapes: the place writes more kinds of record than maxShapes, and
+	// which fields a record lacks is not judged.
+	manyShapes bool
+	seq        uint64 // records seen
 	// peerRecords counts the records of the place that peers saw, as their
 	// recent records tell (MergeRecent): with seq, the records seen by all.
 	peerRecords float64
+	// settled: the baseline is representative and the place is judged;
+	// agreeing counts the blocks in a row that agreed with it before.
+	settled  bool
+	agreeing int
 }
 
 // cell counts records: b in the baseline (decayed), r in the recent window
@@ -119,10 +137,11 @@ func (c *cell) join(decay, weight float64) float64 {
 
 type driftAttr struct {
 	name    string
-	seen    uint64 // seq of the last record that carried it
 	present cell
-	absent  *driftValue // tracked while the attribute is usual
-	values  []*driftValue
+	// bit marks the attribute in its records' shapes (0 beyond the
+	// place's 64th attribute).
+	bit    uint64
+	values []*driftValue
 	// dimension marks an attribute whose values are not tracked: an
 	// identifier, a version, a measurement with too many values.
 	dimension bool
@@ -137,6 +156,16 @@ type driftValue struct {
 	// native marks a value seen in the place's first blockRecords records:
 	// part of its mix from the start, as far as a thin baseline can tell.
 	native bool
+	// mask is a shape's set of attributes; lacking marks a shape that first
+	// appeared when a settled baseline held a common shape with more fields:
+	// a kind of line lost some. A new kind of line comes with all of its
+	// shapes at once, and none of them lacks anything.
+	mask    uint64
+	lacking bool
+	// held is the (decayed) weight that rising blocks kept out of the
+	// baseline, and streak the records it is a share of since it began to rise:
+	// a value that keeps its new share long enough is given its weight back.
+	held, streak float64
 }
 
 const noOrder = math.MinInt
@@ -158,6 +187,10 @@ func NewDrift(cfg DriftConfig, evicted func()) *Drift {
 		places:      newShardedLRU[*driftPlace](cfg.MaxPlaces, evicted),
 		gr:          math.Exp2(1 / cfg.RecentRecords),
 		warmupBlock: max(1, math.Ceil(cfg.MinBaseline/warmupBlocks)),
+		// Half the baseline's half-life: longer than an incident is
+		// usually left running, short enough that a steady change does
+		// not stay an incident for good.
+		absorbRecords: cfg.BaselineRecords / 2,
 	}
 	if cfg.Outbox > 0 {
 		d.outbox = &outbox{max: cfg.Outbox}
@@ -186,8 +219,9 @@ func newDriftPlace(key placeKey) *driftPlace {
 
 func (d *Drift) observe(p *driftPlace, attrs pcommon.Map, notes []Candidate, maxNotes int) []Candidate {
 	p.seq++
-	judged := p.n.b >= d.cfg.MinBaseline
+	judged := p.settled
 	var buf [24]byte
+	var mask uint64
 	for k, v := range attrs.All() {
 		if skipAttribute(k) {
 			continue
@@ -196,8 +230,8 @@ func (d *Drift) observe(p *driftPlace, attrs pcommon.Map, notes []Candidate, max
 		if a == nil {
 			continue
 		}
-		a.seen = p.seq
 		a.present.add(p.wr)
+		mask |= a.bit
 		if a.dimension {
 			continue
 		}
@@ -213,12 +247,9 @@ func (d *Drift) observe(p *driftPlace, attrs pcommon.Map, notes []Candidate, max
 		}
 		notes = d.count(p, a, dv, judged, notes, maxNotes)
 	}
-	for _, a := range p.usual {
-		if a.seen != p.seq {
-			notes = d.count(p, a, a.absent, judged, notes, maxNotes)
-		}
-	}
+	notes = d.countShape(p, mask, judged, notes, maxNotes)
 	p.n.add(p.wr)
+	p.own.add(p.wr)
 	p.advance(d.gr)
 	if p.seq%blockRecords == 0 || d.warmingUp(p) && p.n.block >= d.warmupBlock {
 		d.joinBlock(p)
@@ -235,6 +266,9 @@ func (d *Drift) attr(p *driftPlace, k string) *driftAttr {
 			return nil
 		}
 		a = &driftAttr{name: strings.Clone(k)}
+		if len(p.list) < 64 {
+			a.bit = 1 << len(p.list)
+		}
 		p.attrs[a.name] = a
 		p.list = append(p.list, a)
 	}
@@ -257,10 +291,9 @@ func (d *Drift) value(p *driftPlace, a *driftAttr, value []byte, order int, nati
 	return dv
 }
 
-// warmingUp says whether the place's baseline is still under MinBaseline
-// records (at least one).
+// warmingUp says whether the place's baseline is not yet representative.
 func (d *Drift) warmingUp(p *driftPlace) bool {
-	return p.n.b < max(d.cfg.MinBaseline, 1)
+	return !p.settled
 }
 
 // decay is what the place's baseline keeps of its counts when a block of
@@ -274,10 +307,112 @@ func (d *Drift) decay(p *driftPlace, records float64) float64 {
 	return math.Exp2(-records / d.cfg.BaselineRecords)
 }
 
+// of is the cell dv's shares are taken of: the records that carried the
+// attribute for a value (so that an optional attribute's values are judged
+// among the lines that write it), the instance's own records for a shape
+// (a nil attribute).
+func (p *driftPlace) of(a *driftAttr, _ *driftValue) *cell {
+	if a == nil {
+		return &p.own
+	}
+	return &a.present
+}
+
+// countShape counts a record of the given shape, noting it when the shape is
+// rare and lacks fields that the records carrying its fields usually carry
+// (usualLacking): a field that stopped being written. A place that writes
+// several kinds of line has several common shapes, and a line is judged
+// against the kinds it could be (those that carry every field it carries).
+func (d *Drift) countShape(p *driftPlace, mask uint64, judged bool, notes []Candidate, maxNotes int) []Candidate {
+	if p.manyShapes {
+		return notes
+	}
+	sh := p.shape(mask)
+	if sh == nil {
+		if len(p.shapes) >= maxShapes {
+			p.manyShapes, p.shapes = true, nil
+			return notes
+		}
+		sh = &driftValue{value: Absent, order: noOrder, mask: mask}
+		sh.lacking = judged && d.usualLacking(p, sh) != 0
+		p.shapes = append(p.shapes, sh)
+	}
+	if judged && sh.lacking && len(notes) < maxNotes && d.rare(p, nil, sh) && d.usualLacking(p, sh) != 0 {
+		notes = append(notes, Candidate{place: p, value: sh})
+	}
+	sh.c.add(p.wr)
+	return notes
+}
+
+// maxShapes bounds the shapes of a place: optional fields multiply them.
+const maxShapes = 64
+
+func (p *driftPlace) shape(mask uint64) *driftValue {
+	for _, sh := range p.shapes {
+		if sh.mask == mask {
+			return sh
+		}
+	}
+	return nil
+}
+
+// usualLacking is the set of fields that sh lacks and that the baseline's
+// records carrying every field of sh almost always carry (all but a rare
+// share): fields a kind of line stopped writing. A field that is optional
+// there (a combination of optional fields, a field being rolled out, the
+// fields of another kind of line) is not lacking.
+func (d *Drift) usualLacking(p *driftPlace, sh *driftValue) uint64 {
+	var carrying float64
+	var with [64]float64
+	for _, s := range p.shapes {
+		if s.mask&sh.mask != sh.mask {
+			continue
+		}
+		carrying += s.c.b
+		for more := s.mask &^ sh.mask; more != 0; more &= more - 1 {
+			with[bits.TrailingZeros64(more)] += s.c.b
+		}
+	}
+	if carrying < max(d.cfg.MinBaseline, 1) {
+		return 0
+	}
+	var lacking uint64
+	for i, n := range with {
+		if n >= (1-d.cfg.RareShare)*carrying {
+			lacking |= 1 << i
+		}
+	}
+	return lacking
+}
+
+// missing names the fields of the set.
+func (p *driftPlace) missing(set uint64) string {
+	var names []string
+	for _, a := range p.list {
+		if a.bit&set != 0 {
+			names = append(names, a.name)
+		}
+	}
+	return extract.TruncateUTF8(strings.Join(names, ","), 128)
+}
+
+// established says whether dv's share can be judged: the baseline holds
+// MinBaseline records of what it is a share of. The values of an attribute
+// that a deploy began to write are not rare: they are new, and join the
+// baseline as they come.
+func (d *Drift) established(p *driftPlace, a *driftAttr, dv *driftValue) bool {
+	return p.settled && p.of(a, dv).b >= max(d.cfg.MinBaseline, 1)
+}
+
+// rare says whether dv is under the rare share of its baseline.
+func (d *Drift) rare(p *driftPlace, a *driftAttr, dv *driftValue) bool {
+	return d.established(p, a, dv) && dv.c.b < d.cfg.RareShare*p.of(a, dv).b
+}
+
 // count adds one record carrying dv, noting it when it is rare and, for a
 // number, an outcome's kind of change.
 func (d *Drift) count(p *driftPlace, a *driftAttr, dv *driftValue, judged bool, notes []Candidate, maxNotes int) []Candidate {
-	if judged && dv.c.b < d.cfg.RareShare*p.n.b && len(notes) < maxNotes && d.outcomeChange(p, a, dv) {
+	if judged && d.rare(p, a, dv) && len(notes) < maxNotes && d.outcomeChange(p, a, dv) {
 		notes = append(notes, Candidate{place: p, attr: a, value: dv})
 	}
 	dv.c.add(p.wr)
@@ -292,7 +427,7 @@ func (d *Drift) outcomeChange(p *driftPlace, a *driftAttr, dv *driftValue) bool 
 	if dv.order == noOrder || dv.order == 0 {
 		return true
 	}
-	common := d.cfg.RareShare * p.n.b
+	common := d.cfg.RareShare * a.present.b
 	for _, v := range a.values {
 		if v != dv && v.order != noOrder && v.order >= dv.order && v.c.b >= common {
 			return false
@@ -301,46 +436,171 @@ func (d *Drift) outcomeChange(p *driftPlace, a *driftAttr, dv *driftValue) bool 
 	return true
 }
 
-// joinBlock adds the place's last block of records to its baseline, rare
-// values on the rise at a sixteenth of their weight, and then lists anew the
-// attributes whose absence is judged.
+// joinBlock adds the place's last block of records to its baseline (rare
+// values on the rise through joinValue), and settles a baseline that is not
+// yet representative.
 // When the baselines are shared, the block is put in the outbox as it
 // joined, for the peers.
 func (d *Drift) joinBlock(p *driftPlace) {
 	records := p.n.block
-	decay := d.decay(p, records)
-	join := func(v *driftValue) float64 {
-		weight := 1.0
-		if d.rising(p, v) {
-			weight = 1.0 / 16
-		}
-		return v.c.join(decay, weight)
+	if !p.settled {
+		d.admit(p, p.ownBlock())
 	}
+	decay := d.decay(p, records)
 	var blk *DriftBlock
 	if d.outbox != nil {
 		blk = &DriftBlock{Service: p.key.service, Stage: p.key.stage, Span: p.key.span, Records: records,
 			Attrs: make([]BlockAttr, 0, len(p.list))}
 	}
 	for _, a := range p.list {
-		ba := BlockAttr{Name: a.name, Present: a.present.join(decay, 1), Dimension: a.dimension}
-		ba.Absent = records - ba.Present
-		if a.absent != nil {
-			ba.Absent = join(a.absent)
-		}
+		// Values are judged against the baseline before their block joins it.
+		ba := BlockAttr{Name: a.name, Dimension: a.dimension}
 		for _, v := range a.values {
-			if joined := join(v); joined > 0 && blk != nil {
+			if joined := d.joinValue(p, a, v, decay); joined > 0 && blk != nil {
 				ba.Values = append(ba.Values, blockValue(v, joined))
 			}
 		}
+		ba.Present = a.present.join(decay, 1)
+		ba.Absent = records - ba.Present
 		if blk != nil {
 			blk.Attrs = append(blk.Attrs, ba)
 		}
 	}
+	for _, sh := range p.shapes {
+		d.joinValue(p, nil, sh, decay)
+	}
+	p.own.join(decay, 1)
 	p.n.join(decay, 1)
-	d.refreshUsual(p)
+	d.settle(p)
 	if blk != nil {
 		d.outbox.put(blk)
 	}
+}
+
+// risingWeight is the weight a block's records of a rising value join the
+// baseline with.
+const risingWeight = 1.0 / 16
+
+// joinValue adds dv's block to the baseline and returns what it added. A
+// rare value on the rise joins at risingWeight, so that a failing minority
+// stays abnormal while it lasts; the rest is held. A value that keeps rising
+// for absorbRecords records of its own has held its new share: it is given
+// the held weight back, and is the place's new normal. A value that stops
+// rising gets it back too while it keeps a share above the rare bound (it
+// took over), and loses it when it fell back (the surge ended).
+func (d *Drift) joinValue(p *driftPlace, a *driftAttr, dv *driftValue, decay float64) float64 {
+	if !d.rising(p, a, dv) {
+		if dv.held > 0 && dv.c.r >= d.cfg.RareShare*p.of(a, dv).r {
+			dv.c.b += dv.held
+		}
+		dv.held, dv.streak = 0, 0
+		return dv.c.join(decay, 1)
+	}
+	dv.streak += p.of(a, dv).block
+	if dv.streak >= d.absorbRecords {
+		dv.c.b += dv.held
+		dv.held, dv.streak = 0, 0
+		return dv.c.join(decay, 1)
+	}
+	dv.held = dv.held*decay + dv.c.block*(1-risingWeight)
+	return dv.c.join(decay, risingWeight)
+}
+
+// settleBlocks is how many blocks in a row must agree with a baseline
+// before it is taken as representative.
+const settleBlocks = 3
+
+// admit compares a block of the place's records (its own or a peer's),
+// while the place is not settled, with the baseline it is about to join: a
+// block that disagrees replaces the baseline. A place's first records are
+// often not its mix (at full rate, every request's first line comes before
+// any request's last one; a field rolls out), and a baseline learned from
+// them would judge the mix itself as drift.
+func (d *Drift) admit(p *driftPlace, b *DriftBlock) {
+	if !d.agrees(p, b) {
+		p.decayBaseline(0)
+		p.agreeing = 0
+	}
+}
+
+// settle counts a block that joined an unsettled baseline: the place is
+// judged once settleBlocks blocks in a row agreed with what came before
+// them, and the baseline holds MinBaseline records (at least one).
+func (d *Drift) settle(p *driftPlace) {
+	if p.settled {
+		return
+	}
+	p.agreeing++
+	p.settled = p.agreeing >= settleBlocks && p.n.b >= max(d.cfg.MinBaseline, 1)
+}
+
+// agrees says whether the block's shares (every attribute's presence, every
+// tracked value's) are those of the baseline, within chance.
+func (d *Drift) agrees(p *driftPlace, b *DriftBlock) bool {
+	if p.n.b == 0 || b.Records == 0 {
+		return true
+	}
+	inBlock := make(map[string]*BlockAttr, len(b.Attrs))
+	for i := range b.Attrs {
+		inBlock[b.Attrs[i].Name] = &b.Attrs[i]
+	}
+	differs := func(k, baseline float64) bool { return sharesDiffer(k, b.Records, baseline, p.n.b) }
+	for _, a := range p.list {
+		ba := inBlock[a.name]
+		if ba == nil {
+			ba = &BlockAttr{}
+		}
+		delete(inBlock, a.name)
+		if differs(ba.Present, a.present.b) {
+			return false
+		}
+		for _, v := range a.values {
+			if differs(ba.count(v.value), v.c.b) {
+				return false
+			}
+		}
+	}
+	for _, ba := range inBlock {
+		if differs(ba.Present, 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// sharesDiffer says whether k of n records and K of N are different shares:
+// apart by more than a tenth, and by more than four standard errors of a
+// two-proportion test (a block is small, and many shares are compared).
+func sharesDiffer(k, n, kk, nn float64) bool {
+	diff := math.Abs(k/n - kk/nn)
+	pooled := (k + kk) / (n + nn)
+	return diff > 0.1 && diff > 4*math.Sqrt(pooled*(1-pooled)*(1/n+1/nn))
+}
+
+// ownBlock is the place's block of records waiting to join, as a peer's
+// would arrive.
+func (p *driftPlace) ownBlock() *DriftBlock {
+	b := &DriftBlock{Records: p.n.block, Attrs: make([]BlockAttr, 0, len(p.list))}
+	for _, a := range p.list {
+		ba := BlockAttr{Name: a.name, Present: a.present.block}
+		for _, v := range a.values {
+			if v.c.block > 0 {
+				ba.Values = append(ba.Values, BlockValue{Value: v.value, Count: v.c.block})
+			}
+		}
+		b.Attrs = append(b.Attrs, ba)
+	}
+	return b
+}
+
+// count is the block's count of value.
+func (ba *BlockAttr) count(value string) float64 {
+	for _, v := range ba.Values {
+		if v.Value == value {
+			return v.Count
+		}
+	}
+	return 0
 }
 
 // rising says whether a rare value's recent share is at least three times its
@@ -352,29 +612,32 @@ func (d *Drift) joinBlock(p *driftPlace) {
 // discounting it would lower its baseline further, feed itself, and pin a
 // stationary value as surging for good. Once it holds them, chance lifts a
 // stationary rare value to three times its share now and then, which biases
-// its baseline little.
-func (d *Drift) rising(p *driftPlace, dv *driftValue) bool {
-	if p.n.b < d.cfg.MinBaseline || dv.c.b >= d.cfg.RareShare*p.n.b {
+// its baseline little. Of the shapes, only those that lack fields rise: the
+// others are kinds of line, which join at their weight.
+func (d *Drift) rising(p *driftPlace, a *driftAttr, dv *driftValue) bool {
+	if a == nil && !dv.lacking || !d.rare(p, a, dv) {
 		return false
 	}
-	recent, n := dv.c.r/p.wr, p.n.r/p.wr
-	if dv.native && p.n.b*d.cfg.RareShare < risingEvidence && recent < 2*d.cfg.RareShare*n {
+	of := p.of(a, dv)
+	recent, n := dv.c.r/p.wr, of.r/p.wr
+	if dv.native && of.b*d.cfg.RareShare < risingEvidence && recent < 2*d.cfg.RareShare*n {
 		return false
 	}
-	return recent >= 3 && recent >= 3*max(dv.c.b/p.n.b, 0.5/p.n.b)*n
+	return recent >= 3 && recent >= 3*max(dv.c.b/of.b, 0.5/of.b)*n
 }
 
 // surging says whether a rare value's recent share is SurgeRatio times its
 // baseline share and, beyond chance, above what the baseline predicts.
-func (d *Drift) surging(p *driftPlace, dv *driftValue) bool {
-	if p.n.b < d.cfg.MinBaseline {
+func (d *Drift) surging(p *driftPlace, a *driftAttr, dv *driftValue) bool {
+	if !d.established(p, a, dv) {
 		return false
 	}
-	baseShare := max(dv.c.b/p.n.b, 0.5/p.n.b)
+	of := p.of(a, dv)
+	baseShare := max(dv.c.b/of.b, 0.5/of.b)
 	if baseShare >= d.cfg.RareShare {
 		return false
 	}
-	recent, n := dv.c.r/p.wr, p.n.r/p.wr
+	recent, n := dv.c.r/p.wr, of.r/p.wr
 	expected := baseShare * n
 	return recent >= d.cfg.MinCount && recent >= d.cfg.SurgeRatio*expected && recent >= expected+4*math.Sqrt(expected)
 }
@@ -386,37 +649,22 @@ func (d *Drift) Confirm(notes []Candidate, add func(Reason)) {
 		var reason Reason
 		var surging bool
 		d.places.lock(c.place.key, func() {
-			if surging = d.surging(c.place, c.value); surging {
-				reason = Reason{Kind: KindValueDrift, Service: c.place.key.service, Stage: c.place.key.stage,
-					Attribute: c.attr.name, Value: c.value.value,
-					Baseline: c.value.c.b / c.place.n.b, Current: c.value.c.r / c.place.n.r}
+			if surging = d.surging(c.place, c.attr, c.value); !surging {
+				return
+			}
+			of := c.place.of(c.attr, c.value)
+			reason = Reason{Kind: KindValueDrift, Service: c.place.key.service, Stage: c.place.key.stage,
+				Value: c.value.value, Baseline: c.value.c.b / of.b, Current: c.value.c.r / of.r}
+			if c.attr != nil {
+				reason.Attribute = c.attr.name
+			} else if lacking := d.usualLacking(c.place, c.value); lacking != 0 {
+				reason.Attribute = c.place.missing(lacking)
+			} else {
+				surging = false // what it lacked is no longer usual
 			}
 		})
 		if surging {
 			add(reason)
-		}
-	}
-}
-
-// refreshUsual lists the attributes present on all but a rare share of the
-// baseline: their absence becomes a value of its own.
-func (d *Drift) refreshUsual(p *driftPlace) {
-	if p.n.b < d.cfg.MinBaseline {
-		return
-	}
-	p.usual = p.usual[:0]
-	for _, a := range p.list {
-		usual := a.present.b >= (1-d.cfg.RareShare)*p.n.b
-		switch {
-		case usual && a.absent == nil:
-			// Start from the absences the counts imply.
-			a.absent = &driftValue{value: Absent, order: noOrder, c: cell{b: max(0, p.n.b-a.present.b), r: max(0, p.n.r-a.present.r)}}
-			a.seen = p.seq // counted from the next record on
-		case !usual && a.absent != nil && a.absent.c.b > d.cfg.RareShare*p.n.b:
-			a.absent = nil // its absence is common now
-		}
-		if a.absent != nil {
-			p.usual = append(p.usual, a)
 		}
 	}
 }
@@ -434,14 +682,15 @@ func (p *driftPlace) rescale() {
 	fr := 1 / p.wr
 	scale := func(c *cell) { c.r *= fr }
 	scale(&p.n)
+	scale(&p.own)
 	for _, a := range p.list {
 		scale(&a.present)
-		if a.absent != nil {
-			scale(&a.absent.c)
-		}
 		for _, v := range a.values {
 			scale(&v.c)
 		}
+	}
+	for _, sh := range p.shapes {
+		scale(&sh.c)
 	}
 	p.wr = 1
 }

@@ -107,9 +107,12 @@ func (d *Drift) MergeBlock(b *DriftBlock) error {
 }
 
 func (d *Drift) merge(p *driftPlace, b *DriftBlock) {
+	if !p.settled {
+		d.admit(p, b)
+	}
 	p.decayBaseline(d.decay(p, b.Records))
 	d.mergeCounts(p, b, func(c *cell, n float64) { c.b += n })
-	d.refreshUsual(p)
+	d.settle(p)
 }
 
 // mergeCounts adds each count of b to its cell of the place through add,
@@ -126,9 +129,6 @@ func (d *Drift) mergeCounts(p *driftPlace, b *DriftBlock, add func(c *cell, n fl
 			continue
 		}
 		add(&a.present, ba.Present)
-		if a.absent != nil {
-			add(&a.absent.c, ba.Absent)
-		}
 		if ba.Dimension {
 			a.dimension, a.values = true, nil
 		}
@@ -155,14 +155,15 @@ func (p *driftPlace) decayBaseline(f float64) {
 		return
 	}
 	p.n.b *= f
+	p.own.b *= f
 	for _, a := range p.list {
 		a.present.b *= f
-		if a.absent != nil {
-			a.absent.c.b *= f
-		}
 		for _, v := range a.values {
 			v.c.b *= f
 		}
+	}
+	for _, sh := range p.shapes {
+		sh.c.b *= f
 	}
 }
 

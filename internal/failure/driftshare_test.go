@@ -46,9 +46,6 @@ func learnedOf(d *Drift, r *Record, of func(p *driftPlace, c *cell) float64) (re
 	defer sh.mu.Unlock()
 	for _, a := range p.list {
 		counts[a.name] = of(p, &a.present)
-		if a.absent != nil {
-			counts[a.name+"="+Absent] = of(p, &a.absent.c)
-		}
 		for _, v := range a.values {
 			counts[a.name+"="+v.value] = of(p, &v.c)
 		}
