@@ -40,7 +40,8 @@ type DriftConfig struct {
 }
 
 // Drift finds silent failures in outcome attributes: per place (service,
-// stage, spans and logs apart) it learns the share of every value of the
+// stage, spans and logs apart; a service's records without a stage are a
+// place of their own) it learns the share of every value of the
 // low-cardinality attributes — booleans, words, numbers by order of
 // magnitude with zero apart — among the records that carry the attribute,
 // and the share of every shape (the set of attributes a record carries). A
@@ -205,7 +206,7 @@ const warmupBlocks = 4
 // to notes, at most maxNotes of them in all; it returns notes.
 func (d *Drift) Check(r *Record, notes []Candidate, maxNotes int) []Candidate {
 	key := placeKey{service: r.Service, stage: r.Stage, span: r.IsSpan}
-	if key.stage == "" {
+	if key.stage == "" && key.service == "" {
 		return notes
 	}
 	sh, p := d.places.acquire(key, newDriftPlace)
@@ -235,6 +236,10 @@ func (d *Drift) observe(p *driftPlace, attrs pcommon.Map, notes []Candidate, max
 		if a.dimension {
 			continue
 		}
+		if isList(v) {
+			notes = d.observeList(p, a, v, judged, notes, maxNotes)
+			continue
+		}
 		value, order, ok := outcomeValue(v, buf[:0])
 		if !ok {
 			a.dimension = true
@@ -255,6 +260,75 @@ func (d *Drift) observe(p *driftPlace, attrs pcommon.Map, notes []Candidate, max
 		d.joinBlock(p)
 	}
 	return notes
+}
+
+// observeList counts every element of a list-valued attribute as one of its
+// values: the list is a multiset, and an element that is rare among the
+// records carrying the attribute is noted as a value would be.
+func (d *Drift) observeList(p *driftPlace, a *driftAttr, v pcommon.Value, judged bool, notes []Candidate, maxNotes int) []Candidate {
+	var buf [24]byte
+	ok := eachElement(v, func(s string) bool {
+		value, order, ok := outcomeString(s, buf[:0])
+		if !ok {
+			return false
+		}
+		if dv := d.value(p, a, value, order, false); dv != nil {
+			notes = d.count(p, a, dv, judged, notes, maxNotes)
+		}
+		return !a.dimension
+	})
+	if !ok {
+		a.dimension, a.values = true, nil
+	}
+	return notes
+}
+
+// maxListText bounds the JSON arrays written as text that are read as lists.
+const maxListText = 512
+
+// isList says whether v is a list: a slice, or a JSON array of strings
+// written as text (goldenfield keeps a log body's arrays so).
+func isList(v pcommon.Value) bool {
+	switch v.Type() {
+	case pcommon.ValueTypeSlice:
+		return true
+	case pcommon.ValueTypeStr:
+		s := v.Str()
+		return len(s) >= 2 && len(s) <= maxListText && s[0] == '[' && s[len(s)-1] == ']'
+	}
+	return false
+}
+
+// eachElement calls fn with the text of every element of a list (isList)
+// until fn returns false; ok is false when an element is not a scalar.
+func eachElement(v pcommon.Value, fn func(string) bool) (ok bool) {
+	if v.Type() == pcommon.ValueTypeSlice {
+		for i := 0; i < v.Slice().Len(); i++ {
+			e := v.Slice().At(i)
+			switch e.Type() {
+			case pcommon.ValueTypeMap, pcommon.ValueTypeSlice, pcommon.ValueTypeBytes:
+				return false
+			}
+			if !fn(e.AsString()) {
+				return false
+			}
+		}
+		return true
+	}
+	inner := strings.TrimSpace(v.Str()[1 : len(v.Str())-1])
+	if inner == "" {
+		return true
+	}
+	for part := range strings.SplitSeq(inner, ",") {
+		part = strings.TrimSpace(part)
+		if len(part) >= 2 && part[0] == '"' && part[len(part)-1] == '"' {
+			part = part[1 : len(part)-1]
+		}
+		if strings.ContainsAny(part, `"[]{}`) || !fn(part) {
+			return false
+		}
+	}
+	return true
 }
 
 // attr returns the place's attribute k, added when new; nil when the place
@@ -422,12 +496,25 @@ func (d *Drift) count(p *driftPlace, a *driftAttr, dv *driftValue, judged bool, 
 // outcomeChange says whether a rare number is a change an outcome shows: a
 // count that drops to zero, or a magnitude above every common one (not rare)
 // of the baseline. A rare magnitude below or among them is the traffic's mix
-// (a family of short prompts), not a failure.
+// (a family of short prompts), not a failure. A fraction (a score, a
+// probability) is a change when its tenth is outside the common tenths on
+// either side: a quality that drops is an outcome.
 func (d *Drift) outcomeChange(p *driftPlace, a *driftAttr, dv *driftValue) bool {
 	if dv.order == noOrder || dv.order == 0 {
 		return true
 	}
 	common := d.cfg.RareShare * a.present.b
+	if t, ok := tenthOf(dv.value); ok {
+		lo, hi := 10, -1
+		for _, v := range a.values {
+			if tv, ok := tenthOf(v.value); ok && v != dv && v.c.b >= common {
+				lo, hi = min(lo, tv), max(hi, tv)
+			}
+		}
+		if hi >= 0 {
+			return t < lo || t > hi
+		}
+	}
 	for _, v := range a.values {
 		if v != dv && v.order != noOrder && v.order >= dv.order && v.c.b >= common {
 			return false
@@ -483,20 +570,25 @@ const risingWeight = 1.0 / 16
 
 // joinValue adds dv's block to the baseline and returns what it added. A
 // rare value on the rise joins at risingWeight, so that a failing minority
-// stays abnormal while it lasts; the rest is held. A value that keeps rising
-// for absorbRecords records of its own has held its new share: it is given
-// the held weight back, and is the place's new normal. A value that stops
-// rising gets it back too while it keeps a share above the rare bound (it
-// took over), and loses it when it fell back (the surge ended).
+// stays abnormal while it lasts; the rest is held, and the surge stays open
+// while the value's recent share is at least twice its baseline share (a
+// block where the rise is not significant does not end it). A value that
+// keeps its surge open for absorbRecords records has held its new share: it
+// is given the held weight back, and is the place's new normal. When a surge
+// closes, the value gets the held weight back if its recent share is at
+// least half of what the baseline with the held weight says (chance lifted a
+// stationary value, which must not lose weight for good), and loses it when
+// it fell further (the surge ended).
 func (d *Drift) joinValue(p *driftPlace, a *driftAttr, dv *driftValue, decay float64) float64 {
-	if !d.rising(p, a, dv) {
-		if dv.held > 0 && dv.c.r >= d.cfg.RareShare*p.of(a, dv).r {
+	of := p.of(a, dv)
+	if !d.rising(p, a, dv) && (dv.held == 0 || !d.elevated(p, a, dv)) {
+		if dv.held > 0 && of.r > 0 && dv.c.r/of.r >= 0.5*(dv.c.b+dv.held)/of.b {
 			dv.c.b += dv.held
 		}
 		dv.held, dv.streak = 0, 0
 		return dv.c.join(decay, 1)
 	}
-	dv.streak += p.of(a, dv).block
+	dv.streak += of.block
 	if dv.streak >= d.absorbRecords {
 		dv.c.b += dv.held
 		dv.held, dv.streak = 0, 0
@@ -504,6 +596,13 @@ func (d *Drift) joinValue(p *driftPlace, a *driftAttr, dv *driftValue, decay flo
 	}
 	dv.held = dv.held*decay + dv.c.block*(1-risingWeight)
 	return dv.c.join(decay, risingWeight)
+}
+
+// elevated says whether the value's recent share is at least twice its
+// baseline share: an open surge goes on.
+func (d *Drift) elevated(p *driftPlace, a *driftAttr, dv *driftValue) bool {
+	of := p.of(a, dv)
+	return dv.c.r/p.wr >= 2*max(dv.c.b/of.b, 0.5/of.b)*of.r/p.wr
 }
 
 // settleBlocks is how many blocks in a row must agree with a baseline
@@ -623,7 +722,8 @@ func (d *Drift) rising(p *driftPlace, a *driftAttr, dv *driftValue) bool {
 	if dv.native && of.b*d.cfg.RareShare < risingEvidence && recent < 2*d.cfg.RareShare*n {
 		return false
 	}
-	return recent >= 3 && recent >= 3*max(dv.c.b/of.b, 0.5/of.b)*n
+	expected := max(dv.c.b/of.b, 0.5/of.b) * n
+	return recent >= 3 && recent >= 3*expected && recent >= expected+4*math.Sqrt(expected)
 }
 
 // surging says whether a rare value's recent share is SurgeRatio times its
@@ -695,6 +795,14 @@ func (p *driftPlace) rescale() {
 	p.wr = 1
 }
 
+// tenthOf reads the tenth of a fraction's label ("0.3..0.4" is 3).
+func tenthOf(label string) (int, bool) {
+	if len(label) == 8 && label[0] == '0' && label[1] == '.' && label[2] >= '0' && label[2] <= '9' && label[3] == '.' {
+		return int(label[2] - '0'), true
+	}
+	return 0, false
+}
+
 func (a *driftAttr) value(v []byte) *driftValue {
 	for _, dv := range a.values {
 		if dv.value == string(v) {
@@ -723,7 +831,7 @@ const maxOutcomeLen = 32
 // outcomeValue is the value's class as an outcome: "true"/"false", a word,
 // or a number's order of magnitude ("0", "1", "2..3", "4..7", …) with its
 // rank (noOrder for the others). ok is false for what is not an outcome: strings with digits that are
-// not numbers, long text, maps, lists, bytes.
+// not numbers, long text, maps, lists (observeList reads those), bytes.
 func outcomeValue(v pcommon.Value, buf []byte) ([]byte, int, bool) {
 	switch v.Type() {
 	case pcommon.ValueTypeBool:
@@ -735,18 +843,23 @@ func outcomeValue(v pcommon.Value, buf []byte) ([]byte, int, bool) {
 		b, order := magnitude(buf, v.Double())
 		return b, order, true
 	case pcommon.ValueTypeStr:
-		s := v.Str()
-		if len(s) == 0 || len(s) > maxOutcomeLen {
-			return nil, noOrder, false
-		}
-		switch digits, numeric := scanNumber(s); {
-		case !digits:
-			return append(buf, s...), noOrder, true
-		case numeric:
-			if f, err := strconv.ParseFloat(s, 64); err == nil {
-				b, order := magnitude(buf, f)
-				return b, order, true
-			}
+		return outcomeString(v.Str(), buf)
+	}
+	return nil, noOrder, false
+}
+
+// outcomeString is outcomeValue of a string.
+func outcomeString(s string, buf []byte) ([]byte, int, bool) {
+	if len(s) == 0 || len(s) > maxOutcomeLen {
+		return nil, noOrder, false
+	}
+	switch digits, numeric := scanNumber(s); {
+	case !digits:
+		return append(buf, s...), noOrder, true
+	case numeric:
+		if f, err := strconv.ParseFloat(s, 64); err == nil {
+			b, order := magnitude(buf, f)
+			return b, order, true
 		}
 	}
 	return nil, noOrder, false
@@ -769,9 +882,10 @@ func scanNumber(s string) (digits, numeric bool) {
 	return digits, numeric && digits
 }
 
-// magnitude writes the power-of-two range holding f: "0", "0..1", "1",
-// "2..3", "4..7", and the same negated; order ranks it: 0 for zero, 1 for
-// fractions, 2+k for [2^k, 2^(k+1)), negative for negative numbers.
+// magnitude writes the power-of-two range holding f: "0", "1", "2..3",
+// "4..7", and the same negated; a fraction in its tenth ("0.3..0.4", the
+// last "0.9..1.0"), a negative one as "-0..1"; order ranks it: 0 for zero,
+// 1 for fractions, 2+k for [2^k, 2^(k+1)), negative for negative numbers.
 func magnitude(buf []byte, f float64) ([]byte, int) {
 	sign := 1
 	switch {
@@ -782,6 +896,13 @@ func magnitude(buf []byte, f float64) ([]byte, int) {
 		f, sign = -f, -1
 	}
 	if f < 1 {
+		if sign > 0 { // a score, a probability, a ratio: in tenths
+			tenth := byte(min(9, int(f*10)))
+			if tenth == 9 {
+				return append(buf, "0.9..1.0"...), 1
+			}
+			return append(buf, '0', '.', '0'+tenth, '.', '.', '0', '.', '1'+tenth), 1
+		}
 		return append(buf, "0..1"...), sign
 	}
 	if math.IsInf(f, 0) || f >= 1<<62 {

@@ -189,7 +189,7 @@ func TestDriftIgnoresDimensionsAndIsBounded(t *testing.T) {
 
 func TestMagnitude(t *testing.T) {
 	for f, want := range map[float64]string{0: "0", 1: "1", 1.5: "1", 2: "2..3", 3: "2..3", 7: "4..7", 1000: "512..1023",
-		-5: "-4..7", 0.25: "0..1", -0.5: "-0..1"} {
+		-5: "-4..7", 0.25: "0.2..0.3", 0.05: "0.0..0.1", 0.999: "0.9..1.0", -0.5: "-0..1"} {
 		got, _ := magnitude(nil, f)
 		assert.Equal(t, want, string(got), "%v", f)
 	}

@@ -172,8 +172,8 @@ var errBlock = errors.New("drift block")
 // check says whether b is what Drift produces of at most maxRecords records.
 func (b *DriftBlock) check(maxRecords float64) error {
 	switch {
-	case b.Stage == "" || len(b.Stage) > maxKeyLen || len(b.Service) > maxKeyLen:
-		return fmt.Errorf("%w: stage must be set, stage and service at most %d bytes", errBlock, maxKeyLen)
+	case b.Stage == "" && b.Service == "" || len(b.Stage) > maxKeyLen || len(b.Service) > maxKeyLen:
+		return fmt.Errorf("%w: service or stage must be set, each at most %d bytes", errBlock, maxKeyLen)
 	case !count(b.Records, maxRecords) || b.Records == 0:
 		return fmt.Errorf("%w: records must be above 0 and at most %v; got %v", errBlock, maxRecords, b.Records)
 	}

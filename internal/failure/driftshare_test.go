@@ -234,7 +234,7 @@ func TestDriftSharedBoundsAndRefusals(t *testing.T) {
 		}}
 	}
 	for name, spoil := range map[string]func(*DriftBlock){
-		"no stage":           func(b *DriftBlock) { b.Stage = "" },
+		"no place":           func(b *DriftBlock) { b.Stage, b.Service = "", "" },
 		"too many records":   func(b *DriftBlock) { b.Records = blockRecords + 1 },
 		"no records":         func(b *DriftBlock) { b.Records = 0 },
 		"NaN records":        func(b *DriftBlock) { b.Records = math.NaN() },

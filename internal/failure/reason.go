@@ -98,12 +98,15 @@ func (r Reason) String() string {
 		}
 		b.WriteByte(' ')
 	}
-	if r.Stage != "" || r.Service != "" {
+	switch {
+	case r.Stage != "":
 		b.WriteString("at ")
 		b.WriteString(r.Stage)
 		if r.Service != "" {
 			b.WriteString(" (" + r.Service + ")")
 		}
+	case r.Service != "":
+		b.WriteString("in " + r.Service)
 	}
 	line := strings.TrimSpace(b.String())
 	switch r.Kind {
