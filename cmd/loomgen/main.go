@@ -6,6 +6,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -19,13 +20,18 @@ import (
 
 	"github.com/loom-otel/loom/internal/workload"
 	"github.com/loom-otel/loom/internal/workload/foundry"
+	"github.com/loom-otel/loom/internal/workload/fuzz"
 )
 
 // The families of workloads (-family).
 const (
 	familyLoom    = "loom"
 	familyFoundry = "foundry"
+	familyFuzz    = "fuzz"
 )
+
+// fuzzRequests places a fuzzed workload's changes when only -duration bounds the run.
+const fuzzRequests = 2000
 
 func main() {
 	j, err := parseFlags(os.Args[1:], os.Stderr)
@@ -50,13 +56,18 @@ type job struct {
 	family  string
 	loom    workload.Config // -family loom
 	foundry foundry.Config  // -family foundry
+	fuzz    fuzz.Config     // -family fuzz
+	pace    workload.Pace   // -family fuzz
 	target  workload.Target
 	truth   string
 }
 
 func (j job) send(ctx context.Context, truth io.Writer) (workload.Summary, error) {
-	if j.family == familyFoundry {
+	switch j.family {
+	case familyFoundry:
 		return foundry.Run(ctx, j.foundry, j.target, truth)
+	case familyFuzz:
+		return fuzz.Run(ctx, j.fuzz, j.pace, j.target, truth)
 	}
 	return workload.Run(ctx, j.loom, j.target, truth)
 }
@@ -102,9 +113,10 @@ func parseFlags(args []string, output io.Writer) (job, error) {
 		headers[k] = v
 		return nil
 	})
-	family := fs.String("family", familyLoom, "workload family: loom (today's traffic, incidents S1-S3) or foundry (an unlike platform, eight incidents)")
+	family := fs.String("family", familyLoom, "workload family: loom (today's traffic, incidents S1-S3), foundry (an unlike platform, eight incidents) "+
+		"or fuzz (a topology, names, record shapes, benign changes and one incident drawn from -seed)")
 	scenarios := fs.String("scenario", "healthy", "comma-separated incidents of the family mixed into healthy traffic; loom: healthy,s1,s2,s3,hotinputs; "+
-		"foundry: healthy,all,tokpool,fielddrop,staletmpl,blackimg,loracold,gpuoom,latewrite,kvthrash")
+		"foundry: healthy,all,tokpool,fielddrop,staletmpl,blackimg,loracold,gpuoom,latewrite,kvthrash; fuzz: random or one incident class")
 	affected := fs.Float64("affected", 0.12, "share of requests hit by the selected incident(s), 0 to 1 (foundry: of the requests after -warmup)")
 	warmup := fs.Int("warmup", 0, "foundry: requests of healthy traffic before the incidents start (0 = a fifth of -requests, or 500)")
 	requests := fs.Int("requests", 0, "stop after this many requests (0 = no limit)")
@@ -152,8 +164,17 @@ func parseFlags(args []string, output io.Writer) (job, error) {
 		}
 	case familyFoundry:
 		list, err = foundry.ParseIncidents(*scenarios)
+	case familyFuzz:
+		var incident workload.Scenario
+		if *scenarios != "healthy" {
+			incident, err = fuzz.ParseIncident(*scenarios)
+		}
+		list = []workload.Scenario{incident}
+		if flagGiven(fs, "warmup") || flagGiven(fs, "affected") {
+			return fail("-warmup and -affected: a fuzzed workload draws its incident's onset and share from -seed; leave them out with -family fuzz")
+		}
 	default:
-		return fail("-family %q: want loom or foundry", *family)
+		return fail("-family %q: want loom, foundry or fuzz", *family)
 	}
 	if err != nil {
 		return fail("-scenario: %v", err)
@@ -174,10 +195,13 @@ func parseFlags(args []string, output io.Writer) (job, error) {
 	}
 	j := job{family: *family, target: target, truth: *truth}
 	pace := workload.Pace{Requests: *requests, Duration: *duration, Rate: *rate}
-	if j.family == familyFoundry {
+	switch j.family {
+	case familyFoundry:
 		j.foundry = foundry.Config{Incidents: list, Affected: *affected, Warmup: *warmup, Seed: *seed, Pace: pace}
 		err = j.foundry.Validate()
-	} else {
+	case familyFuzz:
+		j.fuzz, j.pace = fuzz.Config{Seed: *seed, Requests: cmp.Or(*requests, fuzzRequests), Incident: list[0]}, pace
+	default:
 		j.loom = workload.Config{Scenarios: list, Affected: *affected, Requests: *requests, Duration: *duration, Rate: *rate, Seed: *seed}
 		err = j.loom.Validate()
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/loom-otel/loom/internal/workload"
 	"github.com/loom-otel/loom/internal/workload/foundry"
+	"github.com/loom-otel/loom/internal/workload/fuzz"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -41,6 +42,29 @@ func TestParseFoundryFlags(t *testing.T) {
 	all, err := parseFlags([]string{"-family", "foundry", "-scenario", "all", "-duration", "1s"}, io.Discard)
 	if err != nil || !reflect.DeepEqual(all.foundry.Incidents, foundry.Incidents()) {
 		t.Fatalf("-scenario all: %v (%v)", all.foundry.Incidents, err)
+	}
+}
+
+func TestParseFuzzFlags(t *testing.T) {
+	j, err := parseFlags([]string{"-family", "fuzz", "-scenario", "score_drop", "-requests", "700", "-seed", "9"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fuzz.Config{Seed: 9, Requests: 700, Incident: fuzz.ScoreDrop}
+	if j.family != familyFuzz || j.fuzz != want || j.pace.Requests != 700 {
+		t.Fatalf("family %s, config %+v, pace %+v", j.family, j.fuzz, j.pace)
+	}
+	drawn, err := parseFlags([]string{"-family", "fuzz", "-duration", "1s"}, io.Discard)
+	if err != nil || drawn.fuzz.Incident != "" || drawn.fuzz.Requests != fuzzRequests {
+		t.Fatalf("a drawn incident over a duration: %+v (%v)", drawn.fuzz, err)
+	}
+	for _, args := range [][]string{
+		{"-family", "fuzz", "-requests", "1", "-scenario", "tokpool"},
+		{"-family", "fuzz", "-requests", "1", "-affected", "0.3"},
+	} {
+		if _, err := parseFlags(args, io.Discard); err == nil {
+			t.Errorf("%v: want an error", args)
+		}
 	}
 }
 

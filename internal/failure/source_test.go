@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loom-otel/loom/internal/workload/foundry"
+	"github.com/loom-otel/loom/internal/workload/fuzz"
 )
 
 // TestNoWorkloadNamesInTheModel fails when the failure model's source names a
@@ -17,6 +18,7 @@ import (
 func TestNoWorkloadNamesInTheModel(t *testing.T) {
 	// loomgen's names for its incidents' evidence, and the foundry family's vocabulary.
 	names := append([]string{"output_length", "filter_reason", "cache/miss", "model/forward", "empty_output"}, foundry.Vocabulary()...)
+	names = append(names, fuzz.Vocabulary()...)
 	dirs := []string{".", "sketch", "../../processor/reqsamplingprocessor/internal/policy"}
 	checked := 0
 	for _, dir := range dirs {
