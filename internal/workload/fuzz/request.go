@@ -323,7 +323,7 @@ func jsonLine(level, msg string, fields []attribute.KeyValue) string {
 			}
 			sb.WriteByte(']')
 		default:
-			sb.WriteString(kv.Value.Emit())
+			sb.WriteString(kv.Value.String())
 		}
 	}
 	sb.WriteByte('}')
@@ -334,7 +334,7 @@ func logfmtLine(level, msg string, fields []attribute.KeyValue) string {
 	var sb strings.Builder
 	sb.WriteString("level=" + level + " msg=" + strconv.Quote(msg))
 	for _, kv := range fields {
-		v := kv.Value.Emit()
+		v := kv.Value.String()
 		if kv.Value.Type() == attribute.STRINGSLICE {
 			v = strings.Join(kv.Value.AsStringSlice(), ",")
 		}
