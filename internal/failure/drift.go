@@ -722,8 +722,7 @@ func (d *Drift) rising(p *driftPlace, a *driftAttr, dv *driftValue) bool {
 	if dv.native && of.b*d.cfg.RareShare < risingEvidence && recent < 2*d.cfg.RareShare*n {
 		return false
 	}
-	expected := max(dv.c.b/of.b, 0.5/of.b) * n
-	return recent >= 3 && recent >= 3*expected && recent >= expected+4*math.Sqrt(expected)
+	return recent >= 3 && recent >= 3*max(dv.c.b/of.b, 0.5/of.b)*n
 }
 
 // surging says whether a rare value's recent share is SurgeRatio times its
