@@ -4,6 +4,7 @@ import (
 	"context"
 	"hash/fnv"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processortest"
 
+	"github.com/loom-otel/loom/internal/failure"
 	"github.com/loom-otel/loom/internal/workload"
 	"github.com/loom-otel/loom/processor/goldenfieldprocessor"
 	"github.com/loom-otel/loom/processor/reqidstitchprocessor"
@@ -71,18 +73,40 @@ type counter struct {
 	mu      sync.Mutex
 	byReqID map[string]int
 	unkeyed int
+	// failed holds the requests kept with the verdict failed, and the
+	// first reason written on them.
+	failed map[string]string
 }
 
-func newCounter() *counter { return &counter{byReqID: map[string]int{}} }
+func newCounter() *counter { return &counter{byReqID: map[string]int{}, failed: map[string]string{}} }
 
 func (c *counter) Capabilities() consumer.Capabilities { return consumer.Capabilities{} }
 
 func (c *counter) count(attrs pcommon.Map) {
 	if id := reqIDOf(attrs); id != "" {
 		c.byReqID[id]++
+		if v, ok := attrs.Get(failure.VerdictAttr); ok && v.Bool() {
+			c.failed[id] = firstReason(attrs)
+		}
 	} else {
 		c.unkeyed++
 	}
+}
+
+// firstReason is the first failure reason on a kept record, as its kind and
+// attribute.
+func firstReason(attrs pcommon.Map) string {
+	v, ok := attrs.Get(failure.ReasonsAttr)
+	if !ok || v.Type() != pcommon.ValueTypeSlice || v.Slice().Len() == 0 || v.Slice().At(0).Type() != pcommon.ValueTypeMap {
+		return ""
+	}
+	var parts []string
+	for _, k := range []string{"kind", "attribute", "value", "stage"} {
+		if f, ok := v.Slice().At(0).Map().Get(k); ok {
+			parts = append(parts, f.AsString())
+		}
+	}
+	return strings.Join(parts, " ")
 }
 
 func (c *counter) ConsumeLogs(_ context.Context, ld plog.Logs) error {
