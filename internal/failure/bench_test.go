@@ -102,3 +102,40 @@ func TestDriftMemoryAt10kKeys(t *testing.T) {
 	}
 	runtime.KeepAlive(d)
 }
+
+// TestDriftMemoryAt10kPlaces measures the learned state of 10,000 places
+// (services and stages), each with two kinds of line of five attributes:
+// words, a flag, a count, a score and an identifier.
+func TestDriftMemoryAt10kPlaces(t *testing.T) {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	d := NewDrift(DriftConfig{RareShare: 0.05, SurgeRatio: 4, MinCount: 4, BaselineRecords: 20000, RecentRecords: 400,
+		MinBaseline: 48, MaxPlaces: 20000, MaxAttributes: 64, MaxValues: 24}, func() {})
+	attrs := pcommon.NewMap()
+	for p := range 10000 {
+		for rep := range 64 {
+			attrs.Clear()
+			attrs.PutStr("outcome", []string{"ok", "retry", "skip"}[rep%3])
+			if rep%2 == 0 {
+				attrs.PutBool("cached", rep%5 == 0)
+				attrs.PutInt("items", int64(rep%9))
+			} else {
+				attrs.PutDouble("score", float64(rep%10)/10)
+				attrs.PutStr("worker", "w-"+strconv.Itoa(rep))
+			}
+			d.Check(&Record{Attrs: attrs, Service: "svc-" + strconv.Itoa(p%50), Stage: "stage/" + strconv.Itoa(p)}, nil, 0)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	perPlace := float64(after.HeapAlloc-before.HeapAlloc) / 10000
+	t.Logf("value drift: %d places, %.0f bytes per place (%.1f MiB)", d.places.len(), perPlace, perPlace*10000/(1<<20))
+	if d.places.len() != 10000 {
+		t.Fatalf("%d places", d.places.len())
+	}
+	if perPlace > 8192 {
+		t.Errorf("%.0f bytes per place; the README says under 8 KiB", perPlace)
+	}
+	runtime.KeepAlive(d)
+}
