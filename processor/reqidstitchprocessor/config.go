@@ -19,6 +19,11 @@ type Config struct {
 	TTL time.Duration `mapstructure:"ttl"`
 	// Hold is the late-binding wait of records whose ids the index does not know yet.
 	Hold HoldConfig `mapstructure:"hold"`
+	// KeyByTrace keys a request that carries no req_id by its trace: a record
+	// with trace context that no record carrying a req_id binds gets its
+	// trace's key (golden.TraceKey) as req_id, marked golden.req_id_from.
+	// Off, such records leave the hold as they came.
+	KeyByTrace bool `mapstructure:"key_by_trace"`
 	// LinkDetached links spans of detached work to their request's primary root.
 	// Agents that see only part of a request turn it off and leave it to the gateways.
 	LinkDetached bool `mapstructure:"link_detached"`

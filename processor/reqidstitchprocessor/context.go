@@ -37,13 +37,13 @@ func carry(sh *shard, r *request, attrs pcommon.Map, t *tally) {
 	learnedInput, learnedModel := input, model
 	if v, ok := stringAttr(attrs, golden.InputHash); ok {
 		learnedInput = r.learn(knownInput, input, v)
-	} else if input != "" && r.ambiguous&knownInput == 0 {
+	} else if input != "" && r.flags&knownInput == 0 {
 		derive(attrs, golden.InputHash, input)
 		t.filled[filledInputHash]++
 	}
 	if v, ok := stringAttr(attrs, golden.ModelVer); ok {
 		learnedModel = r.learnModel(model, v)
-	} else if model != "" && r.ambiguous&knownModel == 0 {
+	} else if model != "" && r.flags&knownModel == 0 {
 		derive(attrs, golden.ModelVer, model)
 		t.filled[filledModelVer]++
 	}
@@ -55,7 +55,7 @@ func carry(sh *shard, r *request, attrs pcommon.Map, t *tally) {
 // learnModel is learn for model_ver, where a family gives way to its version.
 func (r *request) learnModel(known, v string) string {
 	switch {
-	case r.ambiguous&knownModel != 0: // for good: no record needs its family looked up
+	case r.flags&knownModel != 0: // for good: no record needs its family looked up
 	case known == v || known != "" && golden.ModelFamily(known) == v:
 	case known != "" && golden.ModelFamily(v) == known && len(v) <= maxKnownBytes:
 		return v
@@ -69,13 +69,13 @@ func (r *request) learnModel(known, v string) string {
 // when it knew nothing, else what it knew, flagged ambiguous when v differs.
 func (r *request) learn(flag uint8, known, v string) string {
 	switch {
-	case r.ambiguous&flag != 0:
+	case r.flags&flag != 0:
 	case len(v) > maxKnownBytes:
-		r.ambiguous |= flag
+		r.flags |= flag
 	case known == "":
 		return v
 	case known != v:
-		r.ambiguous |= flag
+		r.flags |= flag
 	}
 	return known
 }

@@ -54,8 +54,8 @@ func (p *stitchProcessor[T]) openJournal(ctx context.Context, host component.Hos
 			out = append(out, outgoing[T]{ctx: heldCtx, data: data, seqs: []custody.Seq{e.Seq}, stitched: true})
 		default:
 			held := parked[T]{data: data, bytes: p.sig.size(data), ctx: heldCtx, client: custody.ClientKey(heldCtx), seq: e.Seq}
-			if !p.hold.enabled() || !p.hold.push(held, now, func(old parked[T]) { out.add(&counts, p.sig, old, outcomeOverflow) }) {
-				out.add(&counts, p.sig, held, outcomeExpired)
+			if !p.hold.enabled() || !p.hold.push(held, now, func(old parked[T]) { release(p.s, &out, &counts, p.sig, old, outcomeOverflow) }) {
+				release(p.s, &out, &counts, p.sig, held, outcomeExpired)
 			}
 		}
 	}

@@ -45,6 +45,7 @@ func createDefaultConfig() component.Config {
 			MaxRecords: 10_000,
 			MaxBytes:   16 << 20,
 		},
+		KeyByTrace:   true,
 		LinkDetached: true,
 		GPUAttribution: GPUAttributionConfig{
 			Enabled:         true,

@@ -188,7 +188,7 @@ func (s *stitcher) logRounds(p *pass) {
 		return
 	}
 	for _, v := range p.later {
-		p.planTrace(s.index, v)
+		s.planTrace(p, v)
 	}
 	clear(p.later)
 	p.later = p.later[:0]
@@ -351,7 +351,7 @@ func (s *stitcher) planSpan(p *pass, v visit) {
 		return
 	}
 	v.kind = visitSpanTrace
-	p.planTrace(s.index, v)
+	s.planTrace(p, v)
 }
 
 // admitSpans is admitLogs for spans.

@@ -99,6 +99,10 @@ type signal[T any] struct {
 	// restitch retries the binding of held records, leaving in p.results
 	// what each still waits for.
 	restitch func(s *stitcher, held []parked[T], p *pass)
+	// keyByTrace gives a held record that leaves unbound its trace's key
+	// as req_id, and reports whether it did (a record without trace
+	// context, or with a req_id, stays as it is).
+	keyByTrace func(held T) bool
 	// applyRules applies the causal rules to a batch on its way out; ev has
 	// its event ids in order, or is nil.
 	applyRules func(s *stitcher, out T, ev *eventIDs)
@@ -136,15 +140,26 @@ func (r *releases[T]) add(t *tally, sig signal[T], p parked[T], o outcome) {
 	}
 }
 
+// release sends a held record on its way (releases.add); one that leaves
+// unbound takes its trace's key first (Config.KeyByTrace).
+func release[T any](s *stitcher, out *releases[T], t *tally, sig signal[T], p parked[T], o outcome) {
+	if o != outcomeBound && s.cfg.KeyByTrace && sig.keyByTrace(p.data) {
+		t.filled[filledTraceKey]++
+	}
+	out.add(t, sig, p, o)
+}
+
 // sweepHold releases the held records that are now bound or have waited
-// long enough, or all of them when flushing. The caller holds q's mutex.
+// long enough, or all of them when flushing. What became of the records
+// that waited for a binding teaches their services whether to wait (see
+// services.keysByTrace). The caller holds q's mutex.
 func sweepHold[T any](s *stitcher, q *holdQueue[T], sig signal[T], ps *pass, flush bool) releases[T] {
 	var out releases[T]
 	sig.restitch(s, q.items, ps)
 	at := 0
 	q.sweep(func(p parked[T]) bool {
 		outcome := outcomeBound
-		wait := ps.results[at].wait
+		wait, service := ps.results[at].wait, ps.origins[at].service
 		at++
 		if wait != noWait {
 			switch {
@@ -156,7 +171,12 @@ func sweepHold[T any](s *stitcher, q *holdQueue[T], sig signal[T], ps *pass, flu
 				return true
 			}
 		}
-		out.add(&ps.tally, sig, p, outcome)
+		// A record that waited for a span of its own (a GPU event) waited
+		// a wait of its own; the others, for a binding.
+		if p.wait == 0 && outcome != outcomeShutdown {
+			s.services.noteWaited(service, outcome == outcomeBound)
+		}
+		release(s, &out, &ps.tally, sig, p, outcome)
 		return false
 	})
 	return out

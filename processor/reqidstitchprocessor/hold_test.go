@@ -43,10 +43,14 @@ func TestHoldExpiry(t *testing.T) {
 	assert.Empty(t, h.outSpans())
 	h.tick(time.Millisecond)
 	spans, logs := h.outSpans(), h.outLogs()
-	require.Len(t, spans, 1, "nothing is dropped: it passes as it was")
+	require.Len(t, spans, 1, "nothing is dropped")
 	require.Len(t, logs, 1)
-	assert.Empty(t, str(spans[0].Attributes(), golden.ReqID))
+	assert.Equal(t, golden.TraceKey(traceID(3)), str(spans[0].Attributes(), golden.ReqID),
+		"no record of its trace carried a req_id: its trace keys its request")
+	assert.Equal(t, golden.ReqIDFromTrace, str(spans[0].Attributes(), golden.ReqIDFrom))
+	assert.Equal(t, reqB, str(logs[0].Attributes(), golden.ReqID), "a record without trace context leaves as it was")
 	assert.Equal(t, int64(2), h.counter("processor_reqidstitch_hold_released", "outcome", "expired"))
+	assert.Equal(t, int64(1), h.counter("processor_reqidstitch_records_filled", "direction", "trace_key"))
 	// It still got its event.id.
 	assert.NotEmpty(t, str(spans[0].Attributes(), golden.EventID))
 }

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/loom-otel/loom/internal/golden"
 )
@@ -46,10 +47,16 @@ type request struct {
 	shard   uint8   // its shard in the index, set once: read by any goroutine
 	primary int8    // trace(primary) is the primary trace; -1 until a root span is seen
 	ntraces uint8
-	// ambiguous has the knownInput and knownModel flags of the fields the
-	// request's records disagree on.
-	ambiguous uint8
+	// flags has the knownInput and knownModel bits of the fields the
+	// request's records disagree on, and keyedByTrace.
+	flags uint8
 }
+
+// keyedByTrace flags a request that carries no req_id: its id is the key
+// of its trace (golden.TraceKey).
+const keyedByTrace uint8 = 1 << 7
+
+func (r *request) byTraceKey() bool { return r.flags&keyedByTrace != 0 }
 
 func newRequest(id string, shard uint8, now int64) *request {
 	// A clone: the id may be a slice of a body that the index must not pin.
@@ -275,6 +282,37 @@ func (x *index) getOrAdd(sh *shard, key uint64, id string, now int64, t *tally) 
 	return r
 }
 
+// startByTrace returns the request that trace t keys (golden.TraceKey, id),
+// tracking it and binding t to it if it is new: the request of a service
+// that writes no req_id. nil when id collides with a tracked request that
+// t is not bound to. Called by the owner of id's shard sh.
+func (x *index) startByTrace(sh *shard, key uint64, id string, t pcommon.TraceID, now int64, tl *tally) *request {
+	r := x.getOrAdd(sh, key, id, now, tl)
+	if r == nil {
+		return nil
+	}
+	if r.ntraces == 0 {
+		r.flags |= keyedByTrace
+	}
+	if x.bind(r, t) < 0 {
+		return nil
+	}
+	return r
+}
+
+// linkedFrom checks that r, which traceRequest found for a trace that span
+// links to, is still bound to it, and marks it seen. Called by r's shard's
+// owner.
+func (r *request) linkedFrom(span ptrace.Span, now int64) bool {
+	for _, link := range span.Links().All() {
+		if r.traceIndex(link.TraceID()) >= 0 {
+			r.seen = now
+			return true
+		}
+	}
+	return false
+}
+
 // evictOne evicts the least recently seen of a sample of the shard's requests.
 func (x *index) evictOne(sh *shard, t *tally) {
 	var victim *request
@@ -375,14 +413,54 @@ type serviceID uint16
 
 const maxServices = 4096
 
-// services interns service names and remembers which services log without
-// trace context: only their spans are worth keeping for filling. Every
-// pipeline reads it on every resource and record: names are looked up under
-// a read lock, and the flags are atomic.
+// services interns service names and remembers, per service, whether it
+// logs without trace context (only its spans are worth keeping for filling)
+// and whether its traces get bound to a req_id (else its requests are keyed
+// by their traces). Every pipeline reads it on every resource and record:
+// names are looked up under a read lock, and the rest is atomic.
 type services struct {
 	mu            sync.RWMutex
 	ids           map[string]serviceID
 	logsNoContext [maxServices]atomic.Bool // by serviceID
+	// unbound counts, by serviceID, the service's records that waited for a
+	// binding in a row and left without one (reset by one that was bound);
+	// passes counts the records of a service keyed by trace since.
+	unbound [maxServices]atomic.Int32
+	passes  [maxServices]atomic.Uint32
+}
+
+// A service is keyed by trace once unboundInARow of its records waited for
+// a binding in vain, one after another: no other record of their traces
+// carried a req_id within hold::duration. From then on its records whose
+// trace is unbound take their trace as request key at once instead of
+// waiting, except one in probeEvery, which still waits: when a probe is
+// bound (a deploy made some service write req_id), the service waits again.
+const (
+	unboundInARow = 64
+	probeEvery    = 16
+)
+
+// noteWaited learns from a record of service id that waited for a binding:
+// bound, or not by the time it left.
+func (s *services) noteWaited(id serviceID, bound bool) {
+	if bound {
+		if s.unbound[id].Load() != 0 {
+			s.unbound[id].Store(0)
+		}
+		return
+	}
+	if s.unbound[id].Load() < unboundInARow {
+		s.unbound[id].Add(1)
+	}
+}
+
+// keysByTrace reports whether a record of service id whose trace is bound
+// to no request should take its trace as key now rather than wait.
+func (s *services) keysByTrace(id serviceID) bool {
+	if s.unbound[id].Load() < unboundInARow {
+		return false
+	}
+	return s.passes[id].Add(1)%probeEvery != 0
 }
 
 func newServices() *services {

@@ -151,7 +151,7 @@ func TestIndexCarriesKnownFieldsInOneString(t *testing.T) {
 
 	// A value past maxKnownBytes is a disagreement: never kept, never filled.
 	assert.Empty(t, r.learn(knownInput, "", strings.Repeat("f", maxKnownBytes+1)))
-	assert.NotZero(t, r.ambiguous&knownInput)
+	assert.NotZero(t, r.flags&knownInput)
 }
 
 func TestIndexKeepsTracesBeyondTheInlineTwo(t *testing.T) {

@@ -35,6 +35,9 @@ const (
 	// visitLogTrace: a log record with only trace context takes the req_id
 	// of the request found through its trace, unless it was evicted since.
 	visitLogTrace
+	// visitLogTraceKey: a log record of a service keyed by trace, whose trace
+	// is bound to no request, starts the request its trace keys.
+	visitLogTraceKey
 	// visitSpanBind: a span with a req_id binds its trace, root and window
 	// (the first round of a span batch).
 	visitSpanBind
@@ -44,6 +47,11 @@ const (
 	visitSpanFill
 	// visitSpanTrace: visitLogTrace for spans, which are then observed too.
 	visitSpanTrace
+	// visitSpanLink: a span whose trace is bound to no request joins the
+	// request of the trace it links to (detached work started elsewhere).
+	visitSpanLink
+	// visitSpanTraceKey: visitLogTraceKey for spans.
+	visitSpanTraceKey
 )
 
 // visit is one record's work on its request's shard. A batch plans one for
@@ -63,7 +71,7 @@ type visit struct {
 }
 
 func (v *visit) trace() pcommon.TraceID {
-	if v.kind <= visitLogTrace { // the kinds of log records come first
+	if v.kind <= visitLogTraceKey { // the kinds of log records come first
 		return v.log.TraceID()
 	}
 	return v.span.TraceID()
@@ -130,14 +138,35 @@ func (p *pass) planID(x *index, id string, v visit) {
 	p.plan(n, v)
 }
 
-// planTrace plans v on the shard of the request v's trace is bound to; a
-// record whose trace is bound to none waits for a binding.
-func (p *pass) planTrace(x *index, v visit) {
-	if v.r = x.traceRequest(v.trace()); v.r == nil {
+// planTrace plans v on the shard of the request v's trace is bound to. A
+// span whose trace is bound to none joins the request of a trace it links
+// to; a record of a service keyed by trace starts the request its trace
+// keys; any other waits for a binding.
+func (s *stitcher) planTrace(p *pass, v visit) {
+	x := s.index
+	if v.r = x.traceRequest(v.trace()); v.r != nil {
+		p.plan(int(v.r.shard), v)
+		return
+	}
+	if v.kind == visitSpanTrace {
+		for _, link := range v.span.Links().All() {
+			if v.r = x.traceRequest(link.TraceID()); v.r != nil {
+				v.kind = visitSpanLink
+				p.plan(int(v.r.shard), v)
+				return
+			}
+		}
+	}
+	if !s.cfg.KeyByTrace || !s.services.keysByTrace(p.origins[v.origin].service) {
 		p.results[v.at].wait = waitBinding
 		return
 	}
-	p.plan(int(v.r.shard), v)
+	if v.kind == visitSpanTrace {
+		v.kind = visitSpanTraceKey
+	} else {
+		v.kind = visitLogTraceKey
+	}
+	p.planID(x, golden.TraceKey(v.trace()), v)
 }
 
 func (p *pass) plan(shard int, v visit) {
@@ -224,17 +253,75 @@ func (s *stitcher) visit(sh *shard, j *job, v *visit) {
 			res.wait = waitBinding
 			return
 		}
-		fillReqID(v.r, v.span.Attributes(), t)
-		s.observeSpan(j.origins[v.origin], v.span, v.r, j.events[v.at], t)
-		s.fillSpan(sh, v.r, v.span, t)
+		s.fillTracedSpan(sh, j, v, t)
+	case visitSpanLink:
+		if !v.r.linkedFrom(v.span, now) {
+			res.wait = waitBinding
+			return
+		}
+		s.fillTracedSpan(sh, j, v, t)
+	case visitLogTraceKey:
+		r := s.index.startByTrace(sh, v.key, v.id, v.log.TraceID(), now, t)
+		if r == nil {
+			res.wait = waitBinding
+			return
+		}
+		fillReqID(r, v.log.Attributes(), t)
+		s.fillLog(sh, r, v.log, t)
+	case visitSpanTraceKey:
+		if v.r = s.index.startByTrace(sh, v.key, v.id, v.span.TraceID(), now, t); v.r == nil {
+			res.wait = waitBinding
+			return
+		}
+		s.fillTracedSpan(sh, j, v, t)
 	}
 }
 
-// fillReqID gives a record found through its trace its request's req_id.
+// fillTracedSpan gives a span found through a trace (its own, or one it
+// links to) its request's req_id, observes it, and fills it.
+func (s *stitcher) fillTracedSpan(sh *shard, j *job, v *visit, t *tally) {
+	fillReqID(v.r, v.span.Attributes(), t)
+	s.observeSpan(j.origins[v.origin], v.span, v.r, j.events[v.at], t)
+	s.fillSpan(sh, v.r, v.span, t)
+}
+
+// fillReqID gives a record found through its trace its request's req_id,
+// and says when that is its trace's key.
 func fillReqID(r *request, attrs pcommon.Map, t *tally) {
+	if r.byTraceKey() {
+		putTraceKey(attrs, r.id())
+		t.filled[filledTraceKey]++
+		return
+	}
 	attrs.PutStr(golden.ReqID, r.id())
 	golden.Filled(attrs, golden.ReqID)
 	t.filled[filledReqID]++
+}
+
+// keyByTrace gives a record with trace context and no req_id its trace's
+// key as req_id, and reports whether it did.
+func keyByTrace(trace pcommon.TraceID, attrs pcommon.Map) bool {
+	if _, present := attrs.Get(golden.ReqID); present || trace.IsEmpty() {
+		return false
+	}
+	putTraceKey(attrs, golden.TraceKey(trace))
+	return true
+}
+
+func keyHeldLog(held plog.Logs) bool {
+	_, _, lr := parkedLog(held)
+	return keyByTrace(lr.TraceID(), lr.Attributes())
+}
+
+func keyHeldSpan(held ptrace.Traces) bool {
+	_, _, span := parkedSpan(held)
+	return keyByTrace(span.TraceID(), span.Attributes())
+}
+
+func putTraceKey(attrs pcommon.Map, key string) {
+	attrs.PutStr(golden.ReqID, key)
+	golden.Filled(attrs, golden.ReqID)
+	attrs.PutStr(golden.ReqIDFrom, golden.ReqIDFromTrace)
 }
 
 // fillLog fills a log record of request r from what r knows.
@@ -249,9 +336,19 @@ func (s *stitcher) fillLog(sh *shard, r *request, lr plog.LogRecord, t *tally) {
 func (s *stitcher) fillSpan(sh *shard, r *request, span ptrace.Span, t *tally) {
 	attrs := span.Attributes()
 	carry(sh, r, attrs, t)
-	if s.markDetached(r, span.TraceID(), attrs, t) {
+	if s.markDetached(r, span.TraceID(), attrs, t) && !linksTo(span, r.primaryTrace(), r.rootSpan) {
 		link := span.Links().AppendEmpty()
 		link.SetTraceID(r.primaryTrace())
 		link.SetSpanID(r.rootSpan)
 	}
+}
+
+// linksTo reports whether span already links to the span of trace.
+func linksTo(span ptrace.Span, trace pcommon.TraceID, to pcommon.SpanID) bool {
+	for _, link := range span.Links().All() {
+		if link.TraceID() == trace && link.SpanID() == to {
+			return true
+		}
+	}
+	return false
 }

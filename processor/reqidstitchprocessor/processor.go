@@ -27,6 +27,7 @@ var logSignal = signal[plog.Logs]{
 	appendTo:   func(src, dst plog.Logs) { src.ResourceLogs().MoveAndAppendTo(dst.ResourceLogs()) },
 	stitch:     (*stitcher).stitchLogs,
 	restitch:   (*stitcher).restitchLogs,
+	keyByTrace: keyHeldLog,
 	applyRules: (*stitcher).ruleLogs,
 	admit:      (*stitcher).admitLogs,
 }
@@ -41,6 +42,7 @@ var spanSignal = signal[ptrace.Traces]{
 	appendTo:   func(src, dst ptrace.Traces) { src.ResourceSpans().MoveAndAppendTo(dst.ResourceSpans()) },
 	stitch:     (*stitcher).stitchSpans,
 	restitch:   (*stitcher).restitchSpans,
+	keyByTrace: keyHeldSpan,
 	applyRules: (*stitcher).ruleSpans,
 	admit:      (*stitcher).admitSpans,
 }
@@ -131,7 +133,7 @@ func (p *stitchProcessor[T]) holdAll(ctx context.Context, waiting []parked[T], k
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, held := range waiting {
-		p.hold.push(held, ps.now, func(old parked[T]) { overflow.add(&ps.tally, p.sig, old, outcomeOverflow) })
+		p.hold.push(held, ps.now, func(old parked[T]) { release(p.s, &overflow, &ps.tally, p.sig, old, outcomeOverflow) })
 	}
 	if len(kept) > 0 && *keepErr == nil {
 		// Under the hold's mutex: a sweep must not pass a record on (and

@@ -160,7 +160,7 @@ func (s *stitcher) admit(attrs pcommon.Map) (removed int64) {
 	}
 	attrs.RemoveIf(func(k string, _ pcommon.Value) bool {
 		switch k {
-		case golden.EventID, golden.CausalParents, golden.CausalRules, golden.StitchDetached, golden.StitchAsyncOf:
+		case golden.EventID, golden.CausalParents, golden.CausalRules, golden.StitchDetached, golden.StitchAsyncOf, golden.ReqIDFrom:
 			removed++
 			return true
 		}

@@ -19,6 +19,7 @@ const (
 	filledGPU
 	filledInputHash
 	filledModelVer
+	filledTraceKey
 	numDirections
 )
 
@@ -62,7 +63,7 @@ const (
 
 var (
 	dropCauseNames = [numDropCauses]string{"refused", "retries_full", "shutdown"}
-	directionNames = [numDirections]string{"trace_context", "req_id", "gpu", "input_hash", "model_ver"}
+	directionNames = [numDirections]string{"trace_context", "req_id", "gpu", "input_hash", "model_ver", "trace_key"}
 	outcomeNames   = [numOutcomes]string{"bound", "expired", "overflow", "shutdown"}
 	tableNames     = [numTables]string{"requests", "gpu_processes", "gpu_spans", "rule_keys"}
 	reasonNames    = [numReasons]string{"capacity", "ttl"}

@@ -98,7 +98,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ProcessorReqidstitchRecordsFilled, err = builder.meter.Int64Counter(
 		"otelcol_processor_reqidstitch_records_filled",
-		metric.WithDescription("Records given an id or field they lacked, by what they were given (trace context from their request's spans, req_id from their trace, req_id from a GPU process's covering span, input_hash and model_ver from their request's other records). [Development]"),
+		metric.WithDescription("Records given an id or field they lacked, by what they were given (trace context from their request's spans, req_id from their trace or a trace their span links to, req_id from a GPU process's covering span, input_hash and model_ver from their request's other records, trace_key the key of their own trace when no record of their request carries a req_id). [Development]"),
 		metric.WithUnit("{record}"),
 	)
 	errs = errors.Join(errs, err)

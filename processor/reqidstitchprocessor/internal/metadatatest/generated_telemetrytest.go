@@ -104,7 +104,7 @@ func AssertEqualProcessorReqidstitchRecordsDetached(t *testing.T, tt *componentt
 func AssertEqualProcessorReqidstitchRecordsFilled(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_processor_reqidstitch_records_filled",
-		Description: "Records given an id or field they lacked, by what they were given (trace context from their request's spans, req_id from their trace, req_id from a GPU process's covering span, input_hash and model_ver from their request's other records). [Development]",
+		Description: "Records given an id or field they lacked, by what they were given (trace context from their request's spans, req_id from their trace or a trace their span links to, req_id from a GPU process's covering span, input_hash and model_ver from their request's other records, trace_key the key of their own trace when no record of their request carries a req_id). [Development]",
 		Unit:        "{record}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
