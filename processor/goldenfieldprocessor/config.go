@@ -116,6 +116,10 @@ type ValidationConfig struct {
 	Patterns map[string]string `mapstructure:"patterns"`
 	// Rules are custom checks written as OTTL conditions.
 	Rules []RuleConfig `mapstructure:"rules"`
+	// PerService requires a field only of records of a service whose
+	// records have carried it; off, every record must carry every
+	// required field.
+	PerService bool `mapstructure:"per_service"`
 
 	_ struct{}
 }

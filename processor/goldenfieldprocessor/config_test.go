@@ -47,6 +47,7 @@ func TestLoadConfig(t *testing.T) {
 		BodyPatterns: []string{"email"}, CustomPatterns: []string{`acct-\d+`},
 	}
 	want.Validation = ValidationConfig{
+		PerService:   true,
 		Profile:      ProfileFull,
 		Required:     []string{"tenant"},
 		ReqIDFormats: []string{"req-celery-{uuid}", "req_{ts}_{hex}"},

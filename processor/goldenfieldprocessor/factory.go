@@ -63,7 +63,7 @@ func createDefaultConfig() component.Config {
 			},
 			BodyPatterns: []string{patternEmail, patternPhone, patternAPIKey},
 		},
-		Validation: ValidationConfig{Profile: ProfileGolden},
+		Validation: ValidationConfig{Profile: ProfileGolden, PerService: true},
 		Action:     ActionConfig{Mode: ActionTag},
 		Drift: DriftConfig{
 			Enabled:     true,

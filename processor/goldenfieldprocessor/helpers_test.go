@@ -28,6 +28,15 @@ type rec struct {
 
 func defaultConfig() *Config { return createDefaultConfig().(*Config) }
 
+// strictConfig requires every required field of every record, whatever its
+// service has carried before: what a test of the contract on a few
+// records means.
+func strictConfig() *Config {
+	cfg := defaultConfig()
+	cfg.Validation.PerService = false
+	return cfg
+}
+
 func makeLogs(t testing.TB, recs ...rec) plog.Logs {
 	ld := plog.NewLogs()
 	for _, r := range recs {

@@ -44,9 +44,9 @@ func TestQuarantinePattern(t *testing.T) {
 		t.Cleanup(func() { require.NoError(t, p.Shutdown(context.Background())) })
 		return p, sink
 	}
-	mainCfg := defaultConfig()
+	mainCfg := strictConfig()
 	mainCfg.Drift.MinRecords = 2
-	quarantineCfg := defaultConfig()
+	quarantineCfg := strictConfig()
 	quarantineCfg.Drift.Enabled = false
 	main, mainSink := pipeline("", mainCfg, `attributes["golden.valid"] == false`)
 	quarantine, quarantineSink := pipeline("quarantine", quarantineCfg, `attributes["golden.valid"] != false`)

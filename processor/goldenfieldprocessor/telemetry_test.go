@@ -19,7 +19,7 @@ import (
 func TestTelemetry(t *testing.T) {
 	tel := componenttest.NewTelemetry()
 	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
-	cfg := defaultConfig()
+	cfg := strictConfig()
 	cfg.MaxServices = 2
 	p, err := NewFactory().CreateLogs(context.Background(), metadatatest.NewSettings(tel), cfg, new(consumertest.LogsSink))
 	require.NoError(t, err)

@@ -153,7 +153,10 @@ type rule[K any] struct {
 
 // validator checks records against the contract.
 type validator struct {
-	required  []requirement
+	required []requirement
+	// carried is nil when every required field is required of every record
+	// (validation::per_service off).
+	carried   *carriedFields
 	reqIDs    *golden.ReqIDMatcher
 	checks    []fieldCheck
 	logRules  []rule[*ottllog.TransformContext]
@@ -163,6 +166,9 @@ type validator struct {
 func newValidator(c *ValidationConfig, fields map[string]fieldRole, set component.TelemetrySettings) (*validator, []error) {
 	var errs []error
 	v := &validator{}
+	if c.PerService {
+		v.carried = newCarriedFields()
+	}
 	seen := map[string]bool{}
 	for _, name := range slices.Concat(profileFields[c.Profile], c.Required) {
 		if req := newRequirement(name, fields); !seen[req.name] {
@@ -237,16 +243,27 @@ func (v *validator) compileRules(rules []RuleConfig, set component.TelemetrySett
 	return errs
 }
 
-// check appends a failure for every required field missing and every field
+// check appends a failure for every required field missing (with
+// per_service: that its service's records have carried) and every field
 // whose value breaks its format.
 func (v *validator) check(r *recordView, sc *scratch) {
+	var present fieldSet
 	for i := range v.required {
-		if !v.required[i].present(r) {
+		if v.required[i].present(r) {
+			present.add(i)
+		}
+	}
+	expected := allFields
+	if v.carried != nil {
+		expected = v.carried.note(r.service, present)
+	}
+	for i := range v.required {
+		if !present.has(i) && expected.has(i) {
 			sc.failures = append(sc.failures, failure{reasonMissing, v.required[i].name})
 		}
 	}
 	if id, ok := r.attrs.Get(golden.ReqID); ok && (id.Type() != pcommon.ValueTypeStr || id.Str() != "") {
-		if _, valid := v.reqIDs.Parse(id.Str()); id.Type() != pcommon.ValueTypeStr || !valid {
+		if id.Type() != pcommon.ValueTypeStr || !v.validReqID(id.Str(), r.attrs) {
 			sc.failures = append(sc.failures, failure{reasonInvalid, golden.ReqID})
 		}
 	}
@@ -259,6 +276,15 @@ func (v *validator) check(r *recordView, sc *scratch) {
 			sc.failures = append(sc.failures, failure{reasonInvalid, check.field})
 		}
 	}
+}
+
+// validReqID accepts an id of a configured format, and the key of a
+// trace that an earlier tier gave a request that carries no req_id.
+func (v *validator) validReqID(id string, attrs pcommon.Map) bool {
+	if _, valid := v.reqIDs.Parse(id); valid {
+		return true
+	}
+	return golden.KeyedByTrace(attrs) && golden.IsTraceKey(id)
 }
 
 // tag records the outcome on the record: golden.valid, and the golden.missing

@@ -39,7 +39,7 @@ func with(attrs map[string]any, kv ...any) map[string]any {
 
 func TestValidation(t *testing.T) {
 	withConfig := func(mod func(*Config)) *Config {
-		cfg := defaultConfig()
+		cfg := strictConfig()
 		mod(cfg)
 		return cfg
 	}
@@ -97,7 +97,7 @@ func TestValidation(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := tt.cfg
 			if cfg == nil {
-				cfg = defaultConfig()
+				cfg = strictConfig()
 			}
 			attrs, _ := runOne(t, cfg, tt.r)
 			assert.Equal(t, len(tt.missing)+len(tt.invalid) == 0, attrs.AsRaw()[golden.ValidAttr])
@@ -108,7 +108,7 @@ func TestValidation(t *testing.T) {
 }
 
 func TestValidationOfSpans(t *testing.T) {
-	cfg := defaultConfig()
+	cfg := strictConfig()
 	cfg.Validation.Rules = []RuleConfig{
 		{Name: "span_named", Condition: `name == "span"`},
 		{Name: "slow", Condition: `attributes["resource_usage.latency_ms"] > 500`},
@@ -147,7 +147,7 @@ func TestDropAction(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			tel := componenttest.NewTelemetry()
 			t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
-			cfg := defaultConfig()
+			cfg := strictConfig()
 			cfg.Action = ActionConfig{Mode: ActionDrop, DropReasons: tt.reasons}
 			for i := range records {
 				records[i].attrs["idx"] = int64(i)
@@ -174,7 +174,7 @@ func TestDropAction(t *testing.T) {
 }
 
 func TestAllDroppedSkipsTheRestOfThePipeline(t *testing.T) {
-	cfg := defaultConfig()
+	cfg := strictConfig()
 	cfg.Action.Mode = ActionDrop
 	cfg.Drift.Enabled = false
 	sink := new(consumertest.LogsSink)
@@ -194,4 +194,40 @@ func TestMetricsPassThrough(t *testing.T) {
 	require.NoError(t, p.Shutdown(context.Background()))
 	require.Len(t, sink.AllMetrics(), 1)
 	assert.Equal(t, makeMetrics(), sink.AllMetrics()[0])
+}
+
+func TestValidationJudgesARecordByWhatItsServiceCarries(t *testing.T) {
+	shop := func(attrs map[string]any) rec {
+		return rec{service: "checkout", attrs: attrs}
+	}
+	logs := runLogs(t, defaultConfig(), makeLogs(t,
+		// A service that writes none of the golden fields: nothing is missing.
+		shop(map[string]any{"http.route": "/cart"}),
+		shop(map[string]any{"http.route": "/pay"}),
+		// An inference service that carries them all, then drops one.
+		rec{service: "llm", attrs: goldenAttrs()},
+		rec{service: "llm", attrs: with(goldenAttrs(), golden.InputHash, nil)},
+		// The shop starts writing a stage: from then on it must.
+		shop(map[string]any{golden.Stage: "cart/add"}),
+		shop(map[string]any{"http.route": "/cart"}),
+	))
+	require.Len(t, logs, 6)
+	missing := func(i int) []string { return strList(logs[i].Attributes(), golden.MissingAttr) }
+	for _, i := range []int{0, 1, 2} {
+		assert.Empty(t, missing(i), "record %d", i)
+		assert.Equal(t, true, logs[i].Attributes().AsRaw()[golden.ValidAttr], "record %d", i)
+	}
+	assert.Equal(t, []string{golden.InputHash}, missing(3), "a field its service carried is missing")
+	assert.Empty(t, missing(4))
+	assert.Equal(t, []string{golden.Stage}, missing(5))
+}
+
+func TestATraceKeyIsAValidReqIDOnlyWhenMarked(t *testing.T) {
+	key := "4bf92f3577b34da6a3ce929d0e0e4736"
+	marked, _ := runOne(t, strictConfig(), rec{attrs: with(goldenAttrs(), golden.ReqID, key, golden.ReqIDFrom, golden.ReqIDFromTrace)})
+	assert.Empty(t, strList(marked, golden.InvalidAttr))
+	unmarked, _ := runOne(t, strictConfig(), rec{attrs: with(goldenAttrs(), golden.ReqID, key)})
+	assert.Equal(t, []string{golden.ReqID}, strList(unmarked, golden.InvalidAttr))
+	notAKey, _ := runOne(t, strictConfig(), rec{attrs: with(goldenAttrs(), golden.ReqID, "not-a-trace", golden.ReqIDFrom, golden.ReqIDFromTrace)})
+	assert.Equal(t, []string{golden.ReqID}, strList(notAKey, golden.InvalidAttr))
 }
