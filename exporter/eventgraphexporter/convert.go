@@ -69,7 +69,7 @@ func (c converter) logs(ld plog.Logs) ([]eventgraph.Event, convStats) {
 				if id := lr.SpanID(); !id.IsEmpty() {
 					e.SpanID = id.String()
 				}
-				r.fields(lr.Attributes(), res.Attributes())
+				r.fields(lr.Attributes(), res.Attributes(), lr.TraceID())
 				e.Failed = eventFailed(&failure.Record{Attrs: lr.Attributes(), Service: e.Service, Stage: e.Stage,
 					ResourceLogs: rl, ScopeLogs: sl, LogRecord: lr})
 				events = append(events, r.done(&st))
@@ -101,7 +101,7 @@ func (c converter) traces(td ptrace.Traces) ([]eventgraph.Event, convStats) {
 				if id := span.ParentSpanID(); !id.IsEmpty() {
 					e.ParentSpanID = id.String()
 				}
-				r.fields(span.Attributes(), res.Attributes())
+				r.fields(span.Attributes(), res.Attributes(), span.TraceID())
 				e.Failed = eventFailed(&failure.Record{Attrs: span.Attributes(), Service: e.Service, Stage: e.Stage, IsSpan: true,
 					ResourceSpans: rs, ScopeSpans: ss, Span: span})
 				events = append(events, r.done(&st))
@@ -176,7 +176,7 @@ func eventFailed(rec *failure.Record) bool {
 	return failure.NamesPlace(rec.Attrs, rec.Service, rec.Stage)
 }
 
-func (r *record) fields(attrs, resource pcommon.Map) {
+func (r *record) fields(attrs, resource pcommon.Map, trace pcommon.TraceID) {
 	e := &r.event
 	raw := func(name string) string {
 		v, ok := attrs.Get(name)
@@ -190,10 +190,17 @@ func (r *record) fields(attrs, resource pcommon.Map) {
 	}
 	lookup := func(name string) string { return r.text(raw(name)) }
 	// An id is never cut: one too long to be a request's makes no request.
-	if id := raw(golden.ReqID); golden.UsableReqID(id) {
-		e.ReqID = r.text(id)
-	} else if id != "" {
+	// A record without one belongs to the request its trace keys, as
+	// reqidstitch would have written it.
+	id := raw(golden.ReqID)
+	if id != "" && !golden.UsableReqID(id) {
 		r.stats.invalidRefs++
+		id = ""
+	}
+	key, byTrace := golden.RequestKey(id, trace)
+	e.ReqID = r.text(key)
+	if byTrace || golden.KeyedByTrace(attrs) {
+		r.attr(eventgraph.KeyAttr, eventgraph.KeyTrace)
 	}
 	e.Stage = lookup(golden.Stage)
 	e.ModelVer = lookup(golden.ModelVer)

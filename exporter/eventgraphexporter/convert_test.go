@@ -207,6 +207,31 @@ func TestLongReqIDMakesNoRequest(t *testing.T) {
 	assert.Equal(t, 1, st.invalidRefs)
 }
 
+func TestARecordWithoutReqIDBelongsToTheRequestItsTraceKeys(t *testing.T) {
+	trace := pcommon.TraceID{0x4b, 0xf9, 0x2f, 0x35}
+	events, _ := conv.logs(oneLog(func(lr plog.LogRecord) { lr.SetTraceID(trace) }))
+	assert.Equal(t, golden.TraceKey(trace), events[0].ReqID)
+	assert.Equal(t, eventgraph.KeyTrace, events[0].Attrs[eventgraph.KeyAttr])
+
+	// As reqidstitch keyed it: the same request, said the same way.
+	events, _ = conv.logs(oneLog(func(lr plog.LogRecord) {
+		lr.SetTraceID(trace)
+		lr.Attributes().PutStr(golden.ReqID, golden.TraceKey(trace))
+		lr.Attributes().PutStr(golden.ReqIDFrom, golden.ReqIDFromTrace)
+	}))
+	assert.Equal(t, golden.TraceKey(trace), events[0].ReqID)
+	assert.Equal(t, eventgraph.KeyTrace, events[0].Attrs[eventgraph.KeyAttr])
+	assert.Nil(t, events[0].Attrs[eventgraph.FieldsAttr], "Loom's own attributes are no field of the record")
+
+	// A req_id of its own keys it, whatever its trace.
+	events, _ = conv.logs(oneLog(func(lr plog.LogRecord) {
+		lr.SetTraceID(trace)
+		lr.Attributes().PutStr(golden.ReqID, "req-1")
+	}))
+	assert.Equal(t, "req-1", events[0].ReqID)
+	assert.NotContains(t, events[0].Attrs, eventgraph.KeyAttr)
+}
+
 func TestInvalidReferencesAreCounted(t *testing.T) {
 	events, st := conv.logs(oneLog(func(lr plog.LogRecord) {
 		a := lr.Attributes()

@@ -139,7 +139,11 @@ func parseTime(s string) (time.Time, error) {
 
 // requestView is one request as the API and the page show it.
 type requestView struct {
-	ReqID   string             `json:"req_id"`
+	ReqID string `json:"req_id"`
+	// Key is what ReqID is: "req_id", the id its records carry, or
+	// "trace", the key of the trace that started a request whose records
+	// carry none (eventgraph.KeyAttr).
+	Key     string             `json:"key"`
 	Failed  bool               `json:"failed"`
 	Reasons []string           `json:"reasons"`
 	Events  []eventView        `json:"events"`
@@ -184,10 +188,13 @@ func (h *handler) loadRequest(r *http.Request) (*requestView, error) {
 	if len(events) == 0 {
 		return nil, &httpError{http.StatusNotFound, "the graph holds no request with this req_id (not kept by sampling, not yet written, or past retention)"}
 	}
-	v := &requestView{ReqID: id, Reasons: []string{}, Events: make([]eventView, len(events)), events: events}
+	v := &requestView{ReqID: id, Key: golden.ReqID, Reasons: []string{}, Events: make([]eventView, len(events)), events: events}
 	for i := range events {
 		e := &events[i]
 		v.Failed = v.Failed || e.Failed
+		if e.Attrs[eventgraph.KeyAttr] == eventgraph.KeyTrace {
+			v.Key = eventgraph.KeyTrace
+		}
 		if reasons, ok := e.Attrs[failure.ReasonsAttr].([]string); ok {
 			for _, reason := range reasons {
 				if !slices.Contains(v.Reasons, reason) {

@@ -223,3 +223,27 @@ func TestPagesEscapeWhatTheyShow(t *testing.T) {
 	assert.Contains(t, body, `<line class="drift"`, "the schema change marked on the chart")
 	assert.Contains(t, body, "llama3-8b-v2.3.1 → llama3-8b-v2.3.2")
 }
+
+// A request whose records carry no req_id is keyed by its trace, and says so.
+func TestARequestKeyedByItsTrace(t *testing.T) {
+	store := openStore(t)
+	trace := "4bf92f3577b34da6a3ce929d0e0e4736"
+	keyed := map[string]any{eventgraph.KeyAttr: eventgraph.KeyTrace}
+	require.NoError(t, store.Write(context.Background(), []eventgraph.Event{
+		{ID: storetest.ID(600), Kind: eventgraph.KindSpan, Time: storetest.T0, End: storetest.T0.Add(time.Second), ReqID: trace,
+			TraceID: trace, SpanID: "00f067aa0ba902b7", Service: "ts-order-service", Name: "GET /api/v1/orders", Status: "error", Failed: true, Attrs: keyed},
+		{ID: storetest.ID(601), Kind: eventgraph.KindLog, Time: storetest.T0.Add(time.Millisecond), ReqID: trace,
+			TraceID: trace, SpanID: "00f067aa0ba902b7", Service: "ts-order-service", Message: "order not found", SeverityNumber: 17, Failed: true, Attrs: keyed},
+	}))
+	srv := serve(t, store)
+	status, _, body := get(t, srv, "/api/requests/"+trace)
+	require.Equal(t, http.StatusOK, status, body)
+	assert.Contains(t, body, `"req_id":"`+trace+`","key":"trace"`)
+	_, _, body = get(t, srv, "/api/requests/"+storetest.ReqFailing)
+	assert.Contains(t, body, `"key":"req_id"`)
+
+	_, _, body = get(t, srv, "/requests/"+trace)
+	assert.Contains(t, body, `id="key">Keyed by its trace`)
+	_, _, body = get(t, srv, "/")
+	assert.Contains(t, body, `href="/requests/`+trace+`"`, "listed among the failing requests")
+}
