@@ -139,7 +139,12 @@ func (e *emitter) span(s *Span) {
 		ctx = trace.ContextWithSpanContext(ctx, s.Parent)
 	}
 	e.ids.next = s.Context
-	_, span := tracer.Start(ctx, s.Name, trace.WithTimestamp(s.Start), trace.WithSpanKind(s.Kind), trace.WithAttributes(s.Attrs...))
+	links := make([]trace.Link, len(s.Links))
+	for i, l := range s.Links {
+		links[i] = trace.Link{SpanContext: l}
+	}
+	_, span := tracer.Start(ctx, s.Name, trace.WithTimestamp(s.Start), trace.WithSpanKind(s.Kind), trace.WithAttributes(s.Attrs...),
+		trace.WithLinks(links...))
 	if s.Error != "" {
 		span.SetStatus(codes.Error, s.Error)
 	}

@@ -79,6 +79,11 @@ func PutSpan(s *Span, out ptrace.Span) {
 		out.Status().SetCode(ptrace.StatusCodeError)
 		out.Status().SetMessage(s.Error)
 	}
+	for _, link := range s.Links {
+		l := out.Links().AppendEmpty()
+		l.SetTraceID(pcommon.TraceID(link.TraceID()))
+		l.SetSpanID(pcommon.SpanID(link.SpanID()))
+	}
 	for _, ev := range s.Events {
 		e := out.Events().AppendEmpty()
 		e.SetName(ev.Name)

@@ -41,6 +41,9 @@ type Span struct {
 	Attrs      []attribute.KeyValue
 	Error      string  // status description of a failed span; empty when it succeeded
 	Events     []Event // span events, e.g. an exception
+	// Links are the spans it links to: the work that started a detached
+	// trace, as messaging instrumentations write it.
+	Links []trace.SpanContext
 }
 
 // Event is one span event.

@@ -71,7 +71,8 @@ type pass struct {
 	origins []origin
 	events  []golden.EventHash // of the spans visited, by record
 	// later are the visits of log records with only a trace, planned once
-	// the batch's bindings are made.
+	// the batch's bindings are made, and of spans that link to a trace no
+	// request had yet, planned once the batch's requests are.
 	later []visit
 	wg    sync.WaitGroup
 }
@@ -187,12 +188,44 @@ func (s *stitcher) logRounds(p *pass) {
 	if len(p.later) == 0 {
 		return
 	}
-	for _, v := range p.later {
-		s.planTrace(p, v)
+	s.roundLater(p)
+}
+
+// roundLater plans the visits put off for later, and makes them. A span
+// may link to a span that itself waits for its link (work detached from
+// detached work): rounds go on while each plans some of them, the last one
+// without putting off any.
+func (s *stitcher) roundLater(p *pass) {
+	var pending map[pcommon.TraceID]bool
+	for {
+		later := p.later
+		p.later = nil
+		clear(pending)
+		for _, v := range later {
+			if v.kind == visitSpanTrace && v.span.Links().Len() > 0 {
+				if pending == nil {
+					pending = map[pcommon.TraceID]bool{}
+				}
+				pending[v.span.TraceID()] = true
+			}
+		}
+		for _, v := range later {
+			s.planTrace(p, v, planLater, pending)
+		}
+		last := len(p.later) == len(later)
+		if last {
+			p.later = p.later[:0]
+			for _, v := range later {
+				s.planTrace(p, v, planLast, nil)
+			}
+		}
+		s.round(p)
+		clear(later)
+		if last || len(p.later) == 0 {
+			p.later = later[:0]
+			return
+		}
 	}
-	clear(p.later)
-	p.later = p.later[:0]
-	s.round(p)
 }
 
 // waitOf is how long a record may wait for w; 0: the hold's own duration.
@@ -323,6 +356,9 @@ func (s *stitcher) stitchSpans(td ptrace.Traces, p *pass, hold func(ptrace.Trace
 		}
 	}
 	s.round(p)
+	if len(p.later) > 0 {
+		s.roundLater(p)
+	}
 	at = 0
 	for _, rs := range td.ResourceSpans().All() {
 		for _, ss := range rs.ScopeSpans().All() {
@@ -351,7 +387,7 @@ func (s *stitcher) planSpan(p *pass, v visit) {
 		return
 	}
 	v.kind = visitSpanTrace
-	s.planTrace(p, v)
+	s.planTrace(p, v, planFirst, nil)
 }
 
 // admitSpans is admitLogs for spans.
@@ -448,6 +484,9 @@ func (s *stitcher) restitchSpans(held []parked[ptrace.Traces], p *pass) {
 		s.planSpan(p, visit{at: int32(i), origin: p.addOrigin(s.origin(rs.Resource())), span: span})
 	}
 	s.round(p)
+	if len(p.later) > 0 {
+		s.roundLater(p)
+	}
 }
 
 // ruleSpans applies the causal rules to the spans of a batch on its way out,

@@ -138,17 +138,36 @@ func (p *pass) planID(x *index, id string, v visit) {
 	p.plan(n, v)
 }
 
+// planMode is when a visit through a trace is planned: a span that would
+// follow a link or start a request is put off until the batch's other spans
+// have made their requests, so that detached work finds the request it
+// links to, and a trace's spans follow its linked span rather than start a
+// request of their own.
+type planMode uint8
+
+const (
+	// planFirst: the batch's first planning; every such span is put off.
+	planFirst planMode = iota
+	// planLater: a span whose link finds no request yet is put off again,
+	// and so is a span of a trace whose linked span is.
+	planLater
+	// planLast: nothing is put off.
+	planLast
+)
+
 // planTrace plans v on the shard of the request v's trace is bound to. A
 // span whose trace is bound to none joins the request of a trace it links
-// to; a record of a service keyed by trace starts the request its trace
-// keys; any other waits for a binding.
-func (s *stitcher) planTrace(p *pass, v visit) {
+// to; a record of a service keyed by trace, or any record when there is no
+// hold to wait in, starts the request its trace keys; any other waits for a
+// binding. pending holds the traces whose linked spans are put off (planLater).
+func (s *stitcher) planTrace(p *pass, v visit, mode planMode, pending map[pcommon.TraceID]bool) {
 	x := s.index
 	if v.r = x.traceRequest(v.trace()); v.r != nil {
 		p.plan(int(v.r.shard), v)
 		return
 	}
-	if v.kind == visitSpanTrace {
+	isSpan := v.kind == visitSpanTrace
+	if isSpan && v.span.Links().Len() > 0 {
 		for _, link := range v.span.Links().All() {
 			if v.r = x.traceRequest(link.TraceID()); v.r != nil {
 				v.kind = visitSpanLink
@@ -156,12 +175,23 @@ func (s *stitcher) planTrace(p *pass, v visit) {
 				return
 			}
 		}
+		if mode != planLast {
+			p.later = append(p.later, v)
+			return
+		}
 	}
-	if !s.cfg.KeyByTrace || !s.services.keysByTrace(p.origins[v.origin].service) {
+	if isSpan && s.cfg.KeyByTrace && (mode == planFirst || mode == planLater && pending[v.trace()]) {
+		p.later = append(p.later, v)
+		return
+	}
+	// Asked once per record: a service keyed by trace has one in
+	// probeEvery of its records wait.
+	waits := s.cfg.Hold.Duration > 0 && !s.services.keysByTrace(p.origins[v.origin].service)
+	if !s.cfg.KeyByTrace || waits {
 		p.results[v.at].wait = waitBinding
 		return
 	}
-	if v.kind == visitSpanTrace {
+	if isSpan {
 		v.kind = visitSpanTraceKey
 	} else {
 		v.kind = visitLogTraceKey

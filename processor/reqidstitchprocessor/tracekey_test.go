@@ -96,7 +96,12 @@ func TestAProbeThatIsBoundMakesTheServiceWaitAgain(t *testing.T) {
 
 // linkedTo is a span of trace 9 (detached work) that links to the span of trace.
 func linkedTo(trace pcommon.TraceID, span pcommon.SpanID) ptrace.Traces {
-	td := tracesOf(rec{service: "indexer", trace: traceID(9), span: spanID(9), at: t0.Add(2 * time.Second), end: t0.Add(3 * time.Second), name: "embed"})
+	return detached(rec{service: "indexer", trace: traceID(9), span: spanID(9), at: t0.Add(2 * time.Second), end: t0.Add(3 * time.Second), name: "embed"}, trace, span)
+}
+
+// detached is the span of r, linking to the span of trace.
+func detached(r rec, trace pcommon.TraceID, span pcommon.SpanID) ptrace.Traces {
+	td := tracesOf(r)
 	link := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).Links().AppendEmpty()
 	link.SetTraceID(trace)
 	link.SetSpanID(span)
@@ -150,4 +155,35 @@ func TestAClientCannotClaimItsReqIDWasMadeFromATrace(t *testing.T) {
 	h.consumeTraces(tracesOf(claimed))
 	require.Len(t, h.outSpans(), 1)
 	assert.Empty(t, str(h.outSpans()[0].Attributes(), golden.ReqIDFrom))
+}
+
+// Without a hold nothing waits: an unbound record is keyed by its trace at
+// once, and a span that links to a trace its own batch keys joins it,
+// wherever it sits in the batch.
+func TestWithoutAHoldARecordIsKeyedByItsTraceAtOnce(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.Hold.Duration = 0 })
+	root := otelSpan("orders", 1)
+	td := linkedTo(root.trace, root.span)
+	tracesOf(root).ResourceSpans().MoveAndAppendTo(td.ResourceSpans())
+	h.consumeTraces(td)
+	spans := h.outSpans()
+	require.Len(t, spans, 2)
+	for _, span := range spans {
+		assert.Equal(t, golden.TraceKey(root.trace), str(span.Attributes(), golden.ReqID), span.Name())
+		assert.Equal(t, golden.ReqIDFromTrace, str(span.Attributes(), golden.ReqIDFrom))
+	}
+	assert.Equal(t, true, spans[0].Attributes().AsRaw()[golden.StitchDetached], "the linked span, first in its batch, is detached work")
+
+	// Work detached from detached work, the last first in its batch.
+	root = otelSpan("orders", 2)
+	first := detached(rec{service: "indexer", trace: traceID(11), span: spanID(11), name: "embed"}, root.trace, root.span)
+	second := detached(rec{service: "notifier", trace: traceID(12), span: spanID(12), name: "notify"}, traceID(11), spanID(11))
+	first.ResourceSpans().MoveAndAppendTo(second.ResourceSpans())
+	tracesOf(root).ResourceSpans().MoveAndAppendTo(second.ResourceSpans())
+	h.consumeTraces(second)
+	spans = h.outSpans()[2:]
+	require.Len(t, spans, 3)
+	for _, span := range spans {
+		assert.Equal(t, golden.TraceKey(root.trace), str(span.Attributes(), golden.ReqID), span.Name())
+	}
 }

@@ -21,7 +21,9 @@ const fuzzRequests = 1500
 
 // fuzzScore is the shipped config's result on one fuzzed workload.
 type fuzzScore struct {
-	incident                     workload.Scenario
+	incident workload.Scenario
+	// traceOnly: no service wrote a request id; requests are keyed by trace.
+	traceOnly                    bool
 	healthy, healthyJudgedFailed int
 	failing, failingWhole        int
 	volume                       float64
@@ -36,7 +38,7 @@ func runFuzzed(tb testing.TB, seed uint64, incident workload.Scenario) fuzzScore
 	r := &replay{gen: gen, stitch: true, every: 10 * time.Millisecond, batchEvery: 200 * time.Millisecond}
 	v := &variant{name: "shipped", cfg: shippedConfig(tb)}
 	r.run(tb, fuzzRequests, []*variant{v})
-	fs := fuzzScore{incident: gen.Incident(), volume: score(r.truths, v.kept).volume(), falseReasons: map[string]int{}}
+	fs := fuzzScore{incident: gen.Incident(), traceOnly: gen.TraceOnly(), volume: score(r.truths, v.kept).volume(), falseReasons: map[string]int{}}
 	for _, tr := range r.truths {
 		records := tr.Spans + tr.Logs + tr.TracedLogs
 		if tr.Failed {
@@ -83,14 +85,16 @@ func quantile(values []float64, q float64) float64 {
 func TestShippedConfigOnFuzzedWorkloads(t *testing.T) {
 	n := fuzzWorkloads(t)
 	byClass := map[workload.Scenario][]fuzzScore{}
+	byKey := map[bool][]fuzzScore{}
 	var all []fuzzScore
 	falseReasons := map[string]int{}
 	for seed := range uint64(n) {
 		incident := fuzz.Incidents()[int(seed)%len(fuzz.Incidents())]
 		fs := runFuzzed(t, seed, incident)
-		t.Logf("seed %d %s: %d of %d failing kept whole, %d of %d healthy judged failing, volume %.3f×", seed, fs.incident,
-			fs.failingWhole, fs.failing, fs.healthyJudgedFailed, fs.healthy, fs.volume)
+		t.Logf("seed %d %s (keyed by trace: %t): %d of %d failing kept whole, %d of %d healthy judged failing, volume %.3f×", seed, fs.incident,
+			fs.traceOnly, fs.failingWhole, fs.failing, fs.healthyJudgedFailed, fs.healthy, fs.volume)
 		byClass[fs.incident] = append(byClass[fs.incident], fs)
+		byKey[fs.traceOnly] = append(byKey[fs.traceOnly], fs)
 		all = append(all, fs)
 		for k, v := range fs.falseReasons {
 			falseReasons[k] += v
@@ -122,6 +126,8 @@ func TestShippedConfigOnFuzzedWorkloads(t *testing.T) {
 	for _, sc := range fuzz.Incidents() {
 		row(string(sc), byClass[sc])
 	}
+	row("keyed by req_id", byKey[false])
+	traceFalseP95, _, traceKeptMedian, _ := row("keyed by trace", byKey[true])
 	falseP95, _, keptMedian, volMedian := row("all", all)
 	reasons := slices.SortedFunc(maps.Keys(falseReasons), func(a, b string) int { return falseReasons[b] - falseReasons[a] })
 	fmt.Printf("the most frequent first reasons on healthy requests judged failing:\n")
@@ -135,6 +141,9 @@ func TestShippedConfigOnFuzzedWorkloads(t *testing.T) {
 	assert.LessOrEqual(t, falseP95, 5.0, "healthy requests judged failing, p95 across workloads")
 	assert.GreaterOrEqual(t, keptMedian, 90.0, "failing requests kept whole, median across workloads")
 	assert.LessOrEqual(t, volMedian, 1.5, "volume ÷ oracle, median across workloads")
+	require.NotEmpty(t, byKey[true], "the sample has workloads whose services write no request id")
+	assert.LessOrEqual(t, traceFalseP95, 5.0, "keyed by trace: healthy requests judged failing, p95")
+	assert.GreaterOrEqual(t, traceKeptMedian, 90.0, "keyed by trace: failing requests kept whole, median")
 }
 
 // TestFuzzedVerdictAtAnyRate replays fuzzed workloads of the silent classes

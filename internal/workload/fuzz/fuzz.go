@@ -127,7 +127,11 @@ type Generator struct {
 	deployAt   int // deploySvc's instances are replaced by a new version here
 	deploySvc  *service
 	shiftAt    int
-	n          int
+	// traceOnly: no service writes a request id, as most OpenTelemetry-
+	// instrumented systems; a request is its entry trace, detached work
+	// joins it by a span link.
+	traceOnly bool
+	n         int
 	all        int // service instances handed out, deploys included
 }
 
@@ -143,6 +147,13 @@ func New(cfg Config) (*Generator, error) {
 		g.incident = all[rng.IntN(len(all))]
 	}
 	g.topology()
+	// Drawn apart, so that a seed's other draws are the same either way.
+	if rand.New(rand.NewPCG(cfg.Seed, 0x7472_6163)).IntN(3) == 0 {
+		g.traceOnly = true
+		for _, s := range g.services {
+			s.reqIDKey = ""
+		}
+	}
 	for range 2 + rng.IntN(4) {
 		g.tenants = append(g.tenants, word(rng))
 	}
@@ -161,6 +172,11 @@ func (g *Generator) Services() int { return g.all }
 
 // Incident is the class of the workload's incident.
 func (g *Generator) Incident() workload.Scenario { return g.incident }
+
+// TraceOnly reports whether no service of the workload writes a request id:
+// each request's truth names it by the key of its entry trace
+// (golden.TraceKey).
+func (g *Generator) TraceOnly() bool { return g.traceOnly }
 
 func shares(rng *rand.Rand, n int) []float64 {
 	out := make([]float64, n)

@@ -71,7 +71,7 @@ func TestRandomTopologies(t *testing.T) {
 		sizes[len(g.services)] = true
 		assert.GreaterOrEqual(t, len(g.services), 3)
 		assert.LessOrEqual(t, len(g.services), 15)
-		assert.NotEmpty(t, g.services[0].reqIDKey, "the entry service names its request")
+		assert.Equal(t, g.TraceOnly(), g.services[0].reqIDKey == "", "the entry service names its request, unless none does")
 		assert.Positive(t, g.Services())
 		for _, r := range reqs {
 			assert.NotEmpty(t, r.Truth.ReqID)
@@ -79,4 +79,34 @@ func TestRandomTopologies(t *testing.T) {
 		}
 	}
 	assert.Greater(t, len(sizes), 5)
+}
+
+// A third of the workloads are of services that write no request id: a
+// request is its entry trace, and detached work links to its caller.
+func TestTraceOnlyWorkloads(t *testing.T) {
+	traceOnly, links := 0, 0
+	for seed := range uint64(30) {
+		g, reqs := requests(t, Config{Seed: seed, Requests: 100})
+		if !g.TraceOnly() {
+			continue
+		}
+		traceOnly++
+		for _, r := range reqs {
+			assert.Equal(t, r.Truth.TraceIDs[0], r.Truth.ReqID, "the entry trace keys the request")
+			assert.Len(t, r.Truth.ReqID, 32)
+			assert.Zero(t, r.Truth.Logs, "no line names the request")
+			for _, s := range r.Spans {
+				for _, kv := range s.Attrs {
+					assert.NotContains(t, reqIDSpellings, string(kv.Key))
+				}
+				for _, l := range s.Links {
+					links++
+					assert.NotEqual(t, s.Context.TraceID(), l.TraceID(), "a link leaves the trace")
+				}
+			}
+		}
+	}
+	assert.Greater(t, traceOnly, 5)
+	assert.Less(t, traceOnly, 20)
+	assert.Positive(t, links, "detached work links to the span that started it")
 }

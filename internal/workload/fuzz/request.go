@@ -43,6 +43,9 @@ func (g *Generator) Next(end time.Time) *workload.Request {
 	b.r = &workload.Request{Truth: workload.Truth{ReqID: b.reqID, Scenario: workload.Healthy, Start: b.start, End: end,
 		Host: g.services[0].instances[root.inst].Host}}
 	b.emit(root, trace.SpanContext{}, nil)
+	if g.traceOnly {
+		b.r.Truth.ReqID = b.r.Truth.TraceIDs[0]
+	}
 	if b.failing {
 		tr := &b.r.Truth
 		tr.Scenario, tr.Failed, tr.Silent = g.incident, true, Silent(g.incident)
@@ -131,6 +134,9 @@ func (b *build) emit(v *visit, caller trace.SpanContext, via *call) {
 
 	span := workload.Span{Service: svc, Name: s.spanName, Kind: s.spanKind, Context: ctx, Parent: parent,
 		Start: b.at(v.start), End: b.at(v.end)}
+	if via != nil && via.async {
+		span.Links = []trace.SpanContext{caller}
+	}
 	if s.reqIDKey != "" {
 		span.Attrs = append(span.Attrs, attribute.String(s.reqIDKey, b.reqID))
 	}
