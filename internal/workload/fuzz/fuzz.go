@@ -132,7 +132,7 @@ type Generator struct {
 	// joins it by a span link.
 	traceOnly bool
 	n         int
-	all        int // service instances handed out, deploys included
+	all       int // service instances handed out, deploys included
 }
 
 // New returns the generator of cfg's workload.
