@@ -167,24 +167,27 @@ func readLogs(r io.Reader, out *[]record) (bad int, err error) {
 
 func traceID(s string) (pcommon.TraceID, error) {
 	var id pcommon.TraceID
-	if len(s) != hex.EncodedLen(len(id)) {
-		return id, fmt.Errorf("trace id %q is not 32 hex digits", s)
-	}
-	if _, err := hex.Decode(id[:], []byte(s)); err != nil {
-		return pcommon.TraceID{}, fmt.Errorf("trace id %q is not 32 hex digits", s)
-	}
-	return id, nil
+	err := decodeID(id[:], s)
+	return id, err
 }
 
 func spanID(s string) (pcommon.SpanID, error) {
 	var id pcommon.SpanID
+	err := decodeID(id[:], s)
+	return id, err
+}
+
+// decodeID fills id from s, exactly twice as many hex digits as id has
+// bytes; on an error id is left zero.
+func decodeID(id []byte, s string) error {
 	if len(s) != hex.EncodedLen(len(id)) {
-		return id, fmt.Errorf("span id %q is not 16 hex digits", s)
+		return fmt.Errorf("id %q is not %d hex digits", s, hex.EncodedLen(len(id)))
 	}
-	if _, err := hex.Decode(id[:], []byte(s)); err != nil {
-		return pcommon.SpanID{}, fmt.Errorf("span id %q is not 16 hex digits", s)
+	if _, err := hex.Decode(id, []byte(s)); err != nil {
+		clear(id)
+		return fmt.Errorf("id %q: %w", s, err)
 	}
-	return id, nil
+	return nil
 }
 
 // putResource describes the pod a record came from, as the Kubernetes
