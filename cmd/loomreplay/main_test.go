@@ -75,7 +75,7 @@ func TestReplayADay(t *testing.T) {
 	truth := filepath.Join(t.TempDir(), "truth.jsonl")
 	var out bytes.Buffer
 	require.NoError(t, run(context.Background(), options{dir: "testdata/day", endpoint: endpoint, truth: truth}, &out))
-	assert.Contains(t, out.String(), "sent 3 spans and 3 log records of minutes [10_00 10_01] (1 rows that did not parse left out), 1 faults")
+	assert.Contains(t, out.String(), "sent 3 spans and 4 log records of minutes [10_00 10_01] (1 rows that did not parse left out), 1 faults")
 
 	var spans []ptrace.Span
 	var services []string
@@ -104,13 +104,15 @@ func TestReplayADay(t *testing.T) {
 			}
 		}
 	}
-	require.Len(t, lines, 3)
+	require.Len(t, lines, 4)
 	assert.Equal(t, "10:00:00.200 ERROR o.s.OrderServiceImpl#88 TraceID: a14e2f23a3fb3a2778e7aaa5f9f6c19b SpanID: e38339a34bbf8ebd [getOrder][order not found]",
 		lines[0].Body().Str(), "the application's line, out of the runtime's JSON")
 	assert.Equal(t, "a14e2f23a3fb3a2778e7aaa5f9f6c19b", lines[0].TraceID().String())
 	assert.True(t, lines[1].TraceID().IsEmpty(), "a line logged outside any request has no context")
-	assert.Equal(t, "plain text that is no JSON", lines[2].Body().Str())
-	assert.Equal(t, now, lines[2].Timestamp().AsTime())
+	assert.Equal(t, "a line whose nanoseconds are corrupt", lines[2].Body().Str())
+	assert.Equal(t, now.Add(-60100*time.Millisecond), lines[2].Timestamp().AsTime(), "timed by its written timestamp")
+	assert.Equal(t, "plain text that is no JSON", lines[3].Body().Str())
+	assert.Equal(t, now, lines[3].Timestamp().AsTime())
 
 	raw, err := os.ReadFile(truth)
 	require.NoError(t, err)
@@ -146,12 +148,15 @@ func TestFlags(t *testing.T) {
 	}
 }
 
-// A paced replay keeps the recorded spacing, divided by the speed.
+// A paced replay keeps the recorded spacing, divided by the speed, and
+// waits out a recorded silence of at most maxGap.
 func TestPacedReplay(t *testing.T) {
 	r, endpoint := serve(t)
 	start := time.Now()
-	require.NoError(t, run(context.Background(), options{dir: "testdata/day", endpoint: endpoint, speed: 600}, &bytes.Buffer{}))
-	assert.GreaterOrEqual(t, time.Since(start), 100*time.Millisecond, "60.5 s of records at 600×")
+	require.NoError(t, run(context.Background(), options{dir: "testdata/day", endpoint: endpoint, speed: 60}, &bytes.Buffer{}))
+	took := time.Since(start)
+	assert.GreaterOrEqual(t, took, maxGap/60, "the minute's silence, cut to maxGap, at 60×")
+	assert.Less(t, took, 59*time.Second/60, "not the whole minute")
 	assert.Len(t, r.traces, 2)
 }
 

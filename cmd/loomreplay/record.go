@@ -9,6 +9,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
@@ -20,7 +21,7 @@ import (
 // and of container log lines (log/HH_MM_log.csv), with a header row.
 var (
 	spanColumns = []string{"TraceID", "SpanID", "ParentID", "PodName", "OperationName", "StartTimeUnixNano", "EndTimeUnixNano"}
-	logColumns  = []string{"TimeUnixNano", "Node", "PodName", "TraceID", "SpanID", "Log"}
+	logColumns  = []string{"TimeUnixNano", "Node", "PodName", "TraceID", "SpanID", "Log", "Timestamp"}
 )
 
 // record is one recorded span or log line, ready to send: time (unix ns,
@@ -144,7 +145,7 @@ func readSpans(r io.Reader, out *[]record) (bad int, err error) {
 
 func readLogs(r io.Reader, out *[]record) (bad int, err error) {
 	return readRows(r, logColumns, func(f []string) error {
-		t, err := strconv.ParseInt(f[0], 10, 64)
+		t, err := logTime(f[0], f[6])
 		if err != nil {
 			return err
 		}
@@ -163,6 +164,40 @@ func readLogs(r io.Reader, out *[]record) (bad int, err error) {
 		*out = append(*out, record{time: t, pod: f[2], node: f[1], log: l})
 		return nil
 	})
+}
+
+// logTime is a log line's time: its nanoseconds, unless they disagree with
+// its written timestamp by more than a minute (some rows of the recorded
+// data carry a corrupt number there), then the timestamp (UTC when it names
+// no zone).
+func logTime(nanos, stamp string) (int64, error) {
+	t, err := strconv.ParseInt(nanos, 10, 64)
+	counted := err == nil
+	written, ok := parseStamp(stamp)
+	switch {
+	case !ok && !counted:
+		return 0, fmt.Errorf("no usable time: %q, %q", nanos, stamp)
+	case ok && (!counted || time.Duration(abs(t-written.UnixNano())) > time.Minute):
+		return written.UnixNano(), nil
+	}
+	return t, nil
+}
+
+// parseStamp reads a written timestamp, UTC when it names no zone.
+func parseStamp(stamp string) (time.Time, bool) {
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05.999999999"} {
+		if t, err := time.Parse(layout, stamp); err == nil {
+			return t, true
+		}
+	}
+	return time.Time{}, false
+}
+
+func abs(n int64) int64 {
+	if n < 0 {
+		return -n
+	}
+	return n
 }
 
 func traceID(s string) (pcommon.TraceID, error) {

@@ -51,13 +51,18 @@ const (
 
 type counts struct{ spans, logs int }
 
+// maxGap is the longest recorded silence a paced replay waits out: the
+// recordings have minutes without data between faults.
+const maxGap = 10 * time.Second
+
 // send replays records (in time order), their times moved by shift. At
-// speed > 0, a record leaves when its recorded offset from the first,
-// divided by speed, has passed; at 0, as fast as the receiver takes them.
-// A refused send stops the replay: the receiver's error is returned.
+// speed > 0, a batch leaves when the recorded time since the previous one
+// (at most maxGap), divided by speed, has passed; at 0, as fast as the
+// receiver takes them. A refused send stops the replay: the receiver's
+// error is returned.
 func send(ctx context.Context, out exporter, records []record, shift int64, speed float64) (counts, error) {
 	var sent counts
-	start, first := time.Now(), records[0].time
+	due, last := time.Now(), records[0].time
 	for i := 0; i < len(records); {
 		b := newBatch()
 		from := records[i].time
@@ -65,7 +70,8 @@ func send(ctx context.Context, out exporter, records []record, shift int64, spee
 			b.add(&records[i], shift)
 		}
 		if speed > 0 {
-			due := start.Add(time.Duration(float64(from-first) / speed))
+			due = due.Add(time.Duration(float64(min(from-last, int64(maxGap))) / speed))
+			last = from
 			select {
 			case <-ctx.Done():
 				return sent, ctx.Err()
