@@ -5,7 +5,10 @@ import (
 	"slices"
 	"time"
 
+	"go.opentelemetry.io/collector/pdata/pcommon"
+
 	"github.com/loom-otel/loom/internal/custody"
+	"github.com/loom-otel/loom/internal/golden"
 )
 
 // parked is one held record, alone in a batch with its resource and scope.
@@ -99,6 +102,8 @@ type signal[T any] struct {
 	// restitch retries the binding of held records, leaving in p.results
 	// what each still waits for.
 	restitch func(s *stitcher, held []parked[T], p *pass)
+	// attributes are a held record's.
+	attributes func(held T) pcommon.Map
 	// keyByTrace gives a held record that leaves unbound its trace's key
 	// as req_id, and reports whether it did (a record without trace
 	// context, or with a req_id, stays as it is).
@@ -172,9 +177,10 @@ func sweepHold[T any](s *stitcher, q *holdQueue[T], sig signal[T], ps *pass, flu
 			}
 		}
 		// A record that waited for a span of its own (a GPU event) waited
-		// a wait of its own; the others, for a binding.
+		// a wait of its own; the others, for a binding: to a req_id, or in
+		// vain when what bound it was a request keyed by its trace.
 		if p.wait == 0 && outcome != outcomeShutdown {
-			s.services.noteWaited(service, outcome == outcomeBound)
+			s.services.noteWaited(service, outcome == outcomeBound && !golden.KeyedByTrace(sig.attributes(p.data)))
 		}
 		release(s, &out, &ps.tally, sig, p, outcome)
 		return false

@@ -8,6 +8,7 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer/consumererror"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	pdatarequest "go.opentelemetry.io/collector/pdata/xpdata/request"
@@ -28,6 +29,7 @@ var logSignal = signal[plog.Logs]{
 	stitch:     (*stitcher).stitchLogs,
 	restitch:   (*stitcher).restitchLogs,
 	keyByTrace: keyHeldLog,
+	attributes: func(held plog.Logs) pcommon.Map { _, _, lr := parkedLog(held); return lr.Attributes() },
 	applyRules: (*stitcher).ruleLogs,
 	admit:      (*stitcher).admitLogs,
 }
@@ -43,6 +45,7 @@ var spanSignal = signal[ptrace.Traces]{
 	stitch:     (*stitcher).stitchSpans,
 	restitch:   (*stitcher).restitchSpans,
 	keyByTrace: keyHeldSpan,
+	attributes: func(held ptrace.Traces) pcommon.Map { _, _, span := parkedSpan(held); return span.Attributes() },
 	applyRules: (*stitcher).ruleSpans,
 	admit:      (*stitcher).admitSpans,
 }

@@ -187,3 +187,22 @@ func TestWithoutAHoldARecordIsKeyedByItsTraceAtOnce(t *testing.T) {
 		assert.Equal(t, golden.TraceKey(root.trace), str(span.Attributes(), golden.ReqID), span.Name())
 	}
 }
+
+// A record bound only to a request keyed by its trace waited in vain: its
+// service learns to key by trace as well, though another service's records
+// bound it.
+func TestWaitingForATraceKeyIsWaitingInVain(t *testing.T) {
+	h := newHarness(t, nil)
+	learnUnbound(h, "front")
+	for n := 1000; n < 1000+unboundInARow+unboundInARow/probeEvery+1; n++ { // a probe of front waits too
+		back := otelSpan("back", n)
+		back.parent, back.span = back.span, pcommon.SpanID{0xb0, byte(n >> 8), byte(n)}
+		h.consumeTraces(tracesOf(back)) // waits: its service has learned nothing
+		h.consumeTraces(tracesOf(otelSpan("front", n)))
+	}
+	h.tick(100 * time.Millisecond)
+	assert.Positive(t, h.counter("processor_reqidstitch_hold_released", "outcome", "bound"))
+	held := h.counter("processor_reqidstitch_records_held")
+	h.consumeTraces(tracesOf(otelSpan("back", 9000)))
+	assert.Equal(t, held, h.counter("processor_reqidstitch_records_held"), "keyed at once: not held")
+}
