@@ -59,6 +59,13 @@ func NewLatency(cfg LatencyConfig, evicted func()) *Latency {
 	return &Latency{cfg: cfg, places: newShardedLRU[*latencyPlace](cfg.MaxPlaces, evicted)}
 }
 
+// The attributes a latency reason names: a span's (or a line's) duration,
+// or a span's own time (SelfTimes).
+const (
+	DurationAttr = "duration_ms"
+	SelfTimeAttr = "self_time_ms"
+)
+
 // Check learns r's duration and says whether it is abnormal for its place.
 func (l *Latency) Check(r *Record, now time.Time) (Reason, bool) {
 	if l.cfg.Quantile == 0 {
@@ -68,26 +75,45 @@ func (l *Latency) Check(r *Record, now time.Time) (Reason, bool) {
 	if !ok {
 		return Reason{}, false
 	}
+	bound, abnormal := l.judge(key, ms, now)
+	if !abnormal {
+		return Reason{}, false
+	}
+	return Reason{Kind: KindLatency, Service: r.Service, Stage: r.Stage, Attribute: DurationAttr, Baseline: bound, Current: ms}, true
+}
+
+// CheckSelf learns the own time (ms, SelfTimes) of span s and says whether it
+// is abnormal for its place: a stage that grew slow inside a span that
+// mostly waits on its callees barely moves the span's duration.
+func (l *Latency) CheckSelf(s *SpanTiming, ms float64, now time.Time) (Reason, bool) {
+	if l.cfg.Quantile == 0 {
+		return Reason{}, false
+	}
+	bound, abnormal := l.judge(placeKey{service: s.Service, stage: s.Stage, model: s.Model, span: true, self: true}, ms, now)
+	if !abnormal {
+		return Reason{}, false
+	}
+	return Reason{Kind: KindLatency, Service: s.Service, Stage: s.Stage, Attribute: SelfTimeAttr, Baseline: bound, Current: ms}, true
+}
+
+// judge learns ms at place key, and says whether it is abnormal there and
+// the bound it broke.
+func (l *Latency) judge(key placeKey, ms float64, now time.Time) (bound float64, abnormal bool) {
 	sh, p := l.places.acquire(key, l.newPlace)
 	defer sh.mu.Unlock()
-	var reason Reason
-	var abnormal bool
 	if p.sketch.Count() >= l.cfg.MinSamples {
 		if p.stale >= refreshEvery || p.cutoff == 0 {
 			p.cutoff, p.stale = p.sketch.Quantile(l.cfg.Quantile), 0
 		}
-		bound := p.cutoff * l.cfg.Factor
+		bound = p.cutoff * l.cfg.Factor
 		abnormal = ms > bound && ms-p.cutoff > millis(l.cfg.MinExcess)
-		if abnormal {
-			reason = Reason{Kind: KindLatency, Service: r.Service, Stage: r.Stage, Attribute: "duration_ms", Baseline: bound, Current: ms}
-		}
 	}
 	p.abnormal += (b2f(abnormal) - p.abnormal) / abnormalMemory
 	if !abnormal || p.abnormal > 0.5 {
 		p.sketch.Add(ms, now)
 		p.stale++
 	}
-	return reason, abnormal
+	return bound, abnormal
 }
 
 func (l *Latency) newPlace(placeKey) *latencyPlace {

@@ -17,6 +17,8 @@ const numShards = 16
 type placeKey struct {
 	service, stage, model string
 	span                  bool
+	// self: the place's spans' own time (SelfTimes), not their duration.
+	self bool
 }
 
 var seed = maphash.MakeSeed()
@@ -94,5 +96,6 @@ func (s *shardedLRU[V]) len() int {
 
 // cloneKey copies the key's strings: they outlive the record they were read from.
 func cloneKey(k placeKey) placeKey {
-	return placeKey{service: strings.Clone(k.service), stage: strings.Clone(k.stage), model: strings.Clone(k.model), span: k.span}
+	k.service, k.stage, k.model = strings.Clone(k.service), strings.Clone(k.stage), strings.Clone(k.model)
+	return k
 }

@@ -1,7 +1,9 @@
 package reqsamplingprocessor
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,9 +41,19 @@ type facts struct {
 	start, end pcommon.Timestamp
 	// entry is the earliest root span: the request's entry point.
 	entry entrySpan
+	// spans time the request's spans, at most maxTimedSpans, for their
+	// own time (failure.SelfTimes); nil unless a policy judges it. A
+	// record's own is in span (timed), so that a span costs no allocation
+	// of its own.
+	spans []failure.SpanTiming
+	span  failure.SpanTiming
+	timed bool
 	// findings are what the failure policies found; nil until they find something.
 	findings *policy.Findings
 }
+
+// maxTimedSpans bounds the spans of one request whose own time is judged.
+const maxTimedSpans = 256
 
 type entrySpan struct {
 	service, stage string
@@ -59,6 +71,12 @@ func (f *facts) merge(o *facts) {
 	f.end = max(f.end, o.end)
 	if o.entry.start != 0 && (f.entry.start == 0 || o.entry.start < f.entry.start) {
 		f.entry = o.entry
+	}
+	if o.timed && len(f.spans) < maxTimedSpans {
+		f.spans = append(f.spans, o.span)
+	}
+	if room := maxTimedSpans - len(f.spans); room > 0 && len(o.spans) > 0 {
+		f.spans = append(f.spans, o.spans[:min(room, len(o.spans))]...)
 	}
 	switch {
 	case o.findings == nil:
@@ -149,11 +167,17 @@ type scanner struct {
 	rec      policy.Record
 	// findings is the scratch the failure policies write a record's findings to.
 	findings policy.Findings
+	// timeSpans: a latency policy judges the spans' own time.
+	timeSpans bool
 }
 
 func newScannerPool(policies []compiledPolicy) *sync.Pool {
+	timeSpans := slices.ContainsFunc(policies, func(p compiledPolicy) bool {
+		_, ok := p.eval.(*policy.Latency)
+		return ok
+	})
 	return &sync.Pool{New: func() any {
-		return &scanner{policies: policies, index: map[requestKey]int32{}}
+		return &scanner{policies: policies, index: map[requestKey]int32{}, timeSpans: timeSpans}
 	}}
 }
 
@@ -206,6 +230,11 @@ func (sc *scanner) scanTraces(td ptrace.Traces) *batch {
 				f.start, f.end = span.StartTimestamp(), span.EndTimestamp()
 				if span.ParentSpanID().IsEmpty() && f.start != 0 {
 					f.entry = entrySpan{service: service, stage: r.Stage, start: f.start, end: f.end}
+				}
+				if sc.timeSpans {
+					f.span = failure.SpanTiming{Span: span.SpanID(), Parent: span.ParentSpanID(), Start: f.start, End: f.end,
+						Service: service, Stage: cmp.Or(r.Stage, span.Name()), Model: r.Model}
+					f.timed = true
 				}
 				size += spanOverhead + len(span.Name()) + spanOverhead*(span.Events().Len()+span.Links().Len())
 				sc.add(b, reqID, span.TraceID(), &f, size)

@@ -451,7 +451,7 @@ func (s *sampler) learn(r *request, now time.Time) {
 // scratch is the deciding shard's.
 func (s *sampler) decide(r *request, now time.Time, scratch *policy.Findings) verdict {
 	entry, d := r.facts.duration()
-	req := policy.Request{InputHash: r.facts.inputHash, Entry: entry, Duration: time.Duration(d), Now: now,
+	req := policy.Request{InputHash: r.facts.inputHash, Entry: entry, Duration: time.Duration(d), Spans: r.facts.spans, Now: now,
 		Findings: findingsOf(&r.facts, scratch)}
 	draw := unitHash(r.key, s.decider.seed)
 	s.mu.Lock()

@@ -7,8 +7,10 @@ import (
 )
 
 // Latency matches requests with a record abnormally slow for its place
-// (failure.Latency: per service, stage and model, learned online), and
-// requests whose entry span breaks the configured threshold.
+// (failure.Latency: per service, stage and model, learned online), with a
+// span whose own time (its duration less its children's, judged when the
+// request is decided and every span of it is in) is abnormal for its place,
+// and requests whose entry span breaks the configured threshold.
 type Latency struct {
 	name    string
 	latency *failure.Latency
@@ -40,11 +42,28 @@ func (l *Latency) DetectRecord(r *Record, f *Findings) bool {
 func (l *Latency) MatchRequest(req *Request, recordMatched bool) bool {
 	service, stage, _ := cut(req.Entry)
 	reason, slow := l.latency.SlowRequest(req.Duration, service, stage)
-	if slow && req.Findings != nil {
+	l.add(req, reason, slow)
+	matched := recordMatched || slow
+	if len(req.Spans) == 0 {
+		return matched
+	}
+	for i, own := range failure.SelfTimes(req.Spans) {
+		if own < 0 {
+			continue
+		}
+		reason, slow := l.latency.CheckSelf(&req.Spans[i], own, req.Now)
+		l.add(req, reason, slow)
+		matched = matched || slow
+	}
+	return matched
+}
+
+// add adds a reason found on req to its findings.
+func (l *Latency) add(req *Request, reason failure.Reason, found bool) {
+	if found && req.Findings != nil {
 		reason.Detector = l.name
 		req.Findings.Verdict.Add(reason)
 	}
-	return recordMatched || slow
 }
 
 // cut splits an entry "service/stage" at its first slash.

@@ -44,3 +44,30 @@ func TestLatencyDetectsAbnormalStages(t *testing.T) {
 	assert.Equal(t, failure.KindLatency, f.Verdict.Reasons[0].Kind)
 	assert.Equal(t, "latency", f.Verdict.Reasons[0].Detector)
 }
+
+// A stage slow inside a span that mostly waits on its callee: the span's
+// duration stays usual, its own time does not.
+func TestLatencyJudgesASpansOwnTime(t *testing.T) {
+	p := NewLatency("latency", failure.NewLatency(failure.LatencyConfig{Quantile: 0.99, Factor: 2, MinSamples: 100,
+		HalfLife: time.Hour, MaxPlaces: 64}, func() {}), func() time.Time { return t0 })
+	at := func(ms int) pcommon.Timestamp {
+		return pcommon.NewTimestampFromTime(t0.Add(time.Duration(ms) * time.Millisecond))
+	}
+	request := func(own int) *Request {
+		// The router spends own ms, then waits for the ranker; 1000 ms in all.
+		return &Request{Now: t0, Findings: &Findings{}, Spans: []failure.SpanTiming{
+			{Span: pcommon.SpanID{1}, Start: at(0), End: at(1000), Service: "router", Stage: "route"},
+			{Span: pcommon.SpanID{2}, Parent: pcommon.SpanID{1}, Start: at(own), End: at(1000), Service: "ranker", Stage: "rank"},
+		}}
+	}
+	for i := range 200 {
+		assert.False(t, p.MatchRequest(request(20+i%5), false))
+	}
+	slow := request(300)
+	assert.True(t, p.MatchRequest(slow, false))
+	reason := slow.Findings.Verdict.Reasons[0]
+	assert.Equal(t, failure.SelfTimeAttr, reason.Attribute)
+	assert.Equal(t, "route", reason.Stage)
+	assert.Equal(t, 300.0, reason.Current)
+	assert.False(t, p.MatchRequest(&Request{Now: t0, Findings: &Findings{}}, false), "no spans timed")
+}

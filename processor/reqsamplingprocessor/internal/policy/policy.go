@@ -59,6 +59,10 @@ type Request struct {
 	// Duration is the entry span's duration, or the time covered by all its
 	// spans when no entry span was seen; 0 when the request had no span.
 	Duration time.Duration
+	// Spans time the request's spans when a latency policy judges their own
+	// time (nil for records that arrived after their request was decided:
+	// without their siblings, their own time is not known).
+	Spans []failure.SpanTiming
 	// Now is when the decision is made.
 	Now time.Time
 	// Findings are what the failure policies found on its records; request
