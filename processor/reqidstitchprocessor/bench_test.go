@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/collector/processor/processortest"
 
 	"github.com/loom-otel/loom/internal/custody/custodytest"
+	"github.com/loom-otel/loom/internal/golden"
 	"github.com/loom-otel/loom/internal/workload"
 	"github.com/loom-otel/loom/processor/reqidstitchprocessor/internal/metadata"
 )
@@ -116,11 +117,19 @@ const (
 	benchMaxRequests = 2000
 )
 
-func newBenchPool(tb testing.TB) *benchPool {
+func newBenchPool(tb testing.TB) *benchPool { return newBenchPoolOf(tb, false) }
+
+// newBenchPoolOf is the mix, and with traceOnly the same records without
+// their req_id: the traffic of services that write none.
+func newBenchPoolOf(tb testing.TB, traceOnly bool) *benchPool {
 	src := newMixSource(tb)
 	p := &benchPool{}
 	for range poolChunks {
 		td, ld := src.next(chunkRequests)
+		if traceOnly {
+			eachSpan(td, func(_ ptrace.ResourceSpans, _ ptrace.ScopeSpans, s ptrace.Span) { s.Attributes().Remove(golden.ReqID) })
+			eachLog(ld, func(_ plog.ResourceLogs, _ plog.ScopeLogs, lr plog.LogRecord) { lr.Attributes().Remove(golden.ReqID) })
+		}
 		traces, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
 		require.NoError(tb, err)
 		logs, err := (&plog.ProtoMarshaler{}).MarshalLogs(ld)
@@ -134,19 +143,29 @@ func newBenchPool(tb testing.TB) *benchPool {
 // BenchmarkStitch runs the pipeline without the processor and with it, side
 // by side: each operation unmarshals one chunk of the mix, as a receiver
 // would, and passes its traces, then its logs, through the pipeline.
+//
+// reqidstitch-keyed-by-trace is the same records without their req_id, as
+// services that write none send them, without a hold: every request is keyed
+// by its trace as it comes, as a service learned to be keyed by trace is
+// (but for its probes).
 func BenchmarkStitch(b *testing.B) {
-	pool := newBenchPool(b)
+	pool, traceOnly := newBenchPool(b), newBenchPoolOf(b, true)
 	for _, v := range []struct {
 		name    string
 		factory processor.Factory
+		pool    *benchPool
+		hold    time.Duration
 	}{
-		{"baseline-passthrough", passthroughFactory()},
-		{"reqidstitch", NewFactory()},
+		{"baseline-passthrough", passthroughFactory(), pool, 2 * time.Second},
+		{"reqidstitch", NewFactory(), pool, 2 * time.Second},
+		{"reqidstitch-keyed-by-trace", NewFactory(), traceOnly, 0},
 	} {
 		b.Run(v.name, func(b *testing.B) {
 			cfg := v.factory.CreateDefaultConfig().(*Config)
 			cfg.MaxRequests = benchMaxRequests
+			cfg.Hold.Duration = v.hold
 			p := startPipeline(b, v.factory, cfg)
+			pool := v.pool
 			records, i := 0, 0
 			var before, after runtime.MemStats
 			runtime.ReadMemStats(&before)
