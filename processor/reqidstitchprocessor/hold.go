@@ -8,7 +8,6 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
 	"github.com/loom-otel/loom/internal/custody"
-	"github.com/loom-otel/loom/internal/golden"
 )
 
 // parked is one held record, alone in a batch with its resource and scope.
@@ -102,12 +101,8 @@ type signal[T any] struct {
 	// restitch retries the binding of held records, leaving in p.results
 	// what each still waits for.
 	restitch func(s *stitcher, held []parked[T], p *pass)
-	// attributes are a held record's.
-	attributes func(held T) pcommon.Map
-	// keyByTrace gives a held record that leaves unbound its trace's key
-	// as req_id, and reports whether it did (a record without trace
-	// context, or with a req_id, stays as it is).
-	keyByTrace func(held T) bool
+	// held is a held record's trace and attributes.
+	held func(held T) (pcommon.TraceID, pcommon.Map)
 	// applyRules applies the causal rules to a batch on its way out; ev has
 	// its event ids in order, or is nil.
 	applyRules func(s *stitcher, out T, ev *eventIDs)
@@ -148,7 +143,7 @@ func (r *releases[T]) add(t *tally, sig signal[T], p parked[T], o outcome) {
 // release sends a held record on its way (releases.add); one that leaves
 // unbound takes its trace's key first (Config.KeyByTrace).
 func release[T any](s *stitcher, out *releases[T], t *tally, sig signal[T], p parked[T], o outcome) {
-	if o != outcomeBound && s.cfg.KeyByTrace && sig.keyByTrace(p.data) {
+	if o != outcomeBound && s.cfg.KeyByTrace && keyByTrace(sig.held(p.data)) {
 		t.filled[filledTraceKey]++
 	}
 	out.add(t, sig, p, o)
@@ -177,10 +172,10 @@ func sweepHold[T any](s *stitcher, q *holdQueue[T], sig signal[T], ps *pass, flu
 			}
 		}
 		// A record that waited for a span of its own (a GPU event) waited
-		// a wait of its own; the others, for a binding: to a req_id, or in
-		// vain when what bound it was a request keyed by its trace.
+		// a wait of its own; the others, for a binding: in vain when what
+		// bound it was the request its own trace keys.
 		if p.wait == 0 && outcome != outcomeShutdown {
-			s.services.noteWaited(service, outcome == outcomeBound && !golden.KeyedByTrace(sig.attributes(p.data)))
+			s.services.noteWaited(service, outcome == outcomeBound && !ownTraceKeyed(sig.held(p.data)))
 		}
 		release(s, &out, &ps.tally, sig, p, outcome)
 		return false

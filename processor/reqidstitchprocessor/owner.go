@@ -338,14 +338,24 @@ func keyByTrace(trace pcommon.TraceID, attrs pcommon.Map) bool {
 	return true
 }
 
-func keyHeldLog(held plog.Logs) bool {
+// heldLog and heldSpan are the trace and attributes of a held record.
+func heldLog(held plog.Logs) (pcommon.TraceID, pcommon.Map) {
 	_, _, lr := parkedLog(held)
-	return keyByTrace(lr.TraceID(), lr.Attributes())
+	return lr.TraceID(), lr.Attributes()
 }
 
-func keyHeldSpan(held ptrace.Traces) bool {
+func heldSpan(held ptrace.Traces) (pcommon.TraceID, pcommon.Map) {
 	_, _, span := parkedSpan(held)
-	return keyByTrace(span.TraceID(), span.Attributes())
+	return span.TraceID(), span.Attributes()
+}
+
+// ownTraceKeyed reports whether a record's req_id is its own trace's key.
+func ownTraceKeyed(trace pcommon.TraceID, attrs pcommon.Map) bool {
+	if !golden.KeyedByTrace(attrs) || trace.IsEmpty() {
+		return false
+	}
+	id, _ := reqIDOf(attrs)
+	return id == golden.TraceKey(trace)
 }
 
 func putTraceKey(attrs pcommon.Map, key string) {

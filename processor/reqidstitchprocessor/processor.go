@@ -8,7 +8,6 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer/consumererror"
-	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	pdatarequest "go.opentelemetry.io/collector/pdata/xpdata/request"
@@ -28,8 +27,7 @@ var logSignal = signal[plog.Logs]{
 	appendTo:   func(src, dst plog.Logs) { src.ResourceLogs().MoveAndAppendTo(dst.ResourceLogs()) },
 	stitch:     (*stitcher).stitchLogs,
 	restitch:   (*stitcher).restitchLogs,
-	keyByTrace: keyHeldLog,
-	attributes: func(held plog.Logs) pcommon.Map { _, _, lr := parkedLog(held); return lr.Attributes() },
+	held:       heldLog,
 	applyRules: (*stitcher).ruleLogs,
 	admit:      (*stitcher).admitLogs,
 }
@@ -44,8 +42,7 @@ var spanSignal = signal[ptrace.Traces]{
 	appendTo:   func(src, dst ptrace.Traces) { src.ResourceSpans().MoveAndAppendTo(dst.ResourceSpans()) },
 	stitch:     (*stitcher).stitchSpans,
 	restitch:   (*stitcher).restitchSpans,
-	keyByTrace: keyHeldSpan,
-	attributes: func(held ptrace.Traces) pcommon.Map { _, _, span := parkedSpan(held); return span.Attributes() },
+	held:       heldSpan,
 	applyRules: (*stitcher).ruleSpans,
 	admit:      (*stitcher).admitSpans,
 }

@@ -206,3 +206,33 @@ func TestWaitingForATraceKeyIsWaitingInVain(t *testing.T) {
 	h.consumeTraces(tracesOf(otelSpan("back", 9000)))
 	assert.Equal(t, held, h.counter("processor_reqidstitch_records_held"), "keyed at once: not held")
 }
+
+// A detached worker's lines reach the collector before the span that links
+// its trace to the request: they wait, its span's link binds them to the
+// request, and its service keeps waiting, for that is not in vain.
+func TestDetachedWorkKeepsWaitingForItsLink(t *testing.T) {
+	h := newHarness(t, nil)
+	learnUnbound(h, "orders")
+	for n := 3000; n < 3000+2*unboundInARow; n++ {
+		root := otelSpan("orders", n)
+		worker := rec{service: "indexer", trace: pcommon.TraceID{0xd0, byte(n >> 8), byte(n), 1}, span: pcommon.SpanID{0xd0, byte(n >> 8), byte(n)}}
+		h.consumeTraces(tracesOf(root))
+		h.consumeLogs(logsOf(rec{service: "indexer", trace: worker.trace, span: worker.span, at: t0, name: "embedding"}))
+		h.consumeTraces(detached(worker, root.trace, root.span))
+		h.tick(100 * time.Millisecond)
+	}
+	h.tick(3 * time.Second)
+	logs := h.outLogs()
+	require.Len(t, logs, 2*unboundInARow)
+	joined := 0
+	for _, lr := range logs {
+		if str(lr.Attributes(), golden.ReqID) != golden.TraceKey(lr.TraceID()) {
+			joined++
+		}
+	}
+	assert.Equal(t, len(logs), joined, "every line joined the request its worker's span links to")
+
+	held := h.counter("processor_reqidstitch_records_held")
+	h.consumeLogs(logsOf(rec{service: "indexer", trace: traceID(77), span: spanID(77), at: t0, name: "embedding"}))
+	assert.Equal(t, held+1, h.counter("processor_reqidstitch_records_held"), "the worker's lines still wait")
+}
