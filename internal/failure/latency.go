@@ -1,6 +1,7 @@
 package failure
 
 import (
+	"cmp"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -89,7 +90,7 @@ func (l *Latency) CheckSelf(s *SpanTiming, ms float64, now time.Time) (Reason, b
 	if l.cfg.Quantile == 0 {
 		return Reason{}, false
 	}
-	bound, abnormal := l.judge(placeKey{service: s.Service, stage: s.Stage, model: s.Model, span: true, self: true}, ms, now)
+	bound, abnormal := l.judge(placeKey{service: s.Service, stage: cmp.Or(s.Stage, s.Name), model: s.Model, span: true, self: true}, ms, now)
 	if !abnormal {
 		return Reason{}, false
 	}

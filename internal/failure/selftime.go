@@ -8,10 +8,12 @@ import (
 )
 
 // SpanTiming is what a span of a request tells of where its time went.
+// Stage is its stage attribute ("" when it has none): its place is named by
+// its span name then, as Latency.Check names a span's.
 type SpanTiming struct {
-	Span, Parent          pcommon.SpanID
-	Start, End            pcommon.Timestamp
-	Service, Stage, Model string
+	Span, Parent                pcommon.SpanID
+	Start, End                  pcommon.Timestamp
+	Service, Stage, Name, Model string
 }
 
 // SelfTimes returns, for each span of one request that has children among

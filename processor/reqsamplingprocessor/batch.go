@@ -1,7 +1,6 @@
 package reqsamplingprocessor
 
 import (
-	"cmp"
 	"context"
 	"slices"
 	"sync"
@@ -233,7 +232,7 @@ func (sc *scanner) scanTraces(td ptrace.Traces) *batch {
 				}
 				if sc.timeSpans {
 					f.span = failure.SpanTiming{Span: span.SpanID(), Parent: span.ParentSpanID(), Start: f.start, End: f.end,
-						Service: service, Stage: cmp.Or(r.Stage, span.Name()), Model: r.Model}
+						Service: service, Stage: r.Stage, Name: span.Name(), Model: r.Model}
 					f.timed = true
 				}
 				size += spanOverhead + len(span.Name()) + spanOverhead*(span.Events().Len()+span.Links().Len())

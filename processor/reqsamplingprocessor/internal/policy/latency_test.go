@@ -56,7 +56,10 @@ func TestLatencyJudgesASpansOwnTime(t *testing.T) {
 	request := func(own int) *Request {
 		// The router spends own ms, then waits for the ranker; 1000 ms in all.
 		return &Request{Now: t0, Findings: &Findings{}, Spans: []failure.SpanTiming{
-			{Span: pcommon.SpanID{1}, Start: at(0), End: at(1000), Service: "router", Stage: "route"},
+			// No stage attribute: its place is named by its span name, its
+			// reason by its stage as the records carry it (none), as a
+			// duration's is, so that the graph marks the span's event.
+			{Span: pcommon.SpanID{1}, Start: at(0), End: at(1000), Service: "router", Name: "GET /route"},
 			{Span: pcommon.SpanID{2}, Parent: pcommon.SpanID{1}, Start: at(own), End: at(1000), Service: "ranker", Stage: "rank"},
 		}}
 	}
@@ -67,7 +70,8 @@ func TestLatencyJudgesASpansOwnTime(t *testing.T) {
 	assert.True(t, p.MatchRequest(slow, false))
 	reason := slow.Findings.Verdict.Reasons[0]
 	assert.Equal(t, failure.SelfTimeAttr, reason.Attribute)
-	assert.Equal(t, "route", reason.Stage)
+	assert.Empty(t, reason.Stage)
+	assert.Equal(t, "router", reason.Service)
 	assert.Equal(t, 300.0, reason.Current)
 	assert.False(t, p.MatchRequest(&Request{Now: t0, Findings: &Findings{}}, false), "no spans timed")
 }
