@@ -19,6 +19,7 @@ import (
 	"github.com/loom-otel/loom/internal/otlpsink"
 	"github.com/loom-otel/loom/internal/workload"
 	"github.com/loom-otel/loom/internal/workload/foundry"
+	"github.com/loom-otel/loom/internal/workload/fuzz"
 )
 
 // TestFailureModelOnTheFoundryFamily sends every incident of the foundry
@@ -58,6 +59,43 @@ func TestFailureModelOnTheLoomgenFamily(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	checkFailureModel(ctx, t, col, sink, truths, 98)
+}
+
+// TestFailureModelOnFuzzedWorkloads sends two workloads drawn by the fuzzer
+// (random topologies, names and record shapes, benign change, one incident
+// each) through the built collector's default config, as reqsampling's
+// benchmark does in process for 210 of them: one whose services name their
+// requests, and one whose services write no request id, so that each
+// request is keyed by its entry trace from the agent's stitching to the
+// graph.
+func TestFailureModelOnFuzzedWorkloads(t *testing.T) {
+	for _, c := range []struct {
+		seed      uint64
+		incident  workload.Scenario
+		traceOnly bool
+	}{{8, fuzz.CountZero, false}, {3, fuzz.Exception, true}} {
+		t.Run(string(c.incident), func(t *testing.T) {
+			gen, err := fuzz.New(fuzz.Config{Seed: c.seed, Requests: 1500, Incident: c.incident})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if gen.TraceOnly() != c.traceOnly {
+				t.Fatalf("seed %d: keyed by trace %t, want %t: the fuzzer's draws changed; pick seeds again", c.seed, gen.TraceOnly(), c.traceOnly)
+			}
+			sink := startSink(t)
+			col := startCollector(t, "distribution/config.yaml", exportTo(sink, "logs", "traces"))
+			endpoint := col.endpoints["receivers.otlp.protocols.grpc.endpoint"]
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			var truthFile bytes.Buffer
+			_, err = workload.Send(ctx, gen, workload.Pace{Requests: 1500, Rate: 5000},
+				workload.Target{Endpoint: endpoint, Protocol: workload.GRPC, Insecure: true}, &truthFile)
+			if err != nil {
+				t.Fatalf("fuzz: %v\ncollector log:\n%s", err, col.log())
+			}
+			checkFailureModel(ctx, t, col, sink, readTruth(t, truthFile.Bytes()), 98)
+		})
+	}
 }
 
 // checkFailureModel waits for the collector to go quiet, stops it and scores

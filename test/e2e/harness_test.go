@@ -293,10 +293,18 @@ var loopbackAddr = regexp.MustCompile(`^(127\.0\.0\.1|localhost|\[::1\]):\d+$`)
 
 // movePorts rewrites every loopback listener in cfg (an `endpoint: host:port`
 // value, or a `host`/`port` pair such as the collector's own telemetry reader)
-// to a free port, recording where each went. Exporters dial out: their
-// endpoints stay as they are.
+// to a free port, recording where each went. Exporters dial out, their
+// endpoints stay as they are, but for the prometheus exporter's, which is
+// scraped: a collector running beside the tests may hold its usual port.
 func movePorts(t testing.TB, node any, path string, moved map[string]string) {
 	if path == "exporters" {
+		if exporters, ok := node.(map[string]any); ok {
+			for id, exporter := range exporters {
+				if id == "prometheus" || strings.HasPrefix(id, "prometheus/") {
+					movePorts(t, exporter, path+"."+id, moved)
+				}
+			}
+		}
 		return
 	}
 	switch n := node.(type) {
