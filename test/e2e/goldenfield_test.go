@@ -30,6 +30,10 @@ func runThroughGoldenfield(t *testing.T, cfg workload.Config, action string) gol
 	sink := startSink(t)
 	col := startCollector(t, "distribution/config.yaml", withEdits(exportTo(sink, "logs", "traces"), keepEveryRequest, func(c map[string]any) {
 		mapAt(c, "processors", "goldenfield", "action")["mode"] = action
+		// The workload's services adopted the golden-field contract
+		// (cmd/loomgen/README.md): every record of theirs is held to it,
+		// not only to the fields its service has carried so far.
+		mapAt(c, "processors", "goldenfield", "validation")["per_service"] = false
 	}))
 	sent, truths := sendWorkload(t, col, workload.GRPC, cfg)
 	waitUntilStill(sink)

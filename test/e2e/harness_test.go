@@ -322,8 +322,10 @@ func movePorts(t testing.TB, node any, path string, moved map[string]string) {
 				childPath = path + "." + key
 			}
 			if s, ok := value.(string); ok && key == "endpoint" && loopbackAddr.MatchString(s) {
-				host, _, _ := net.SplitHostPort(s)
-				addr := net.JoinHostPort(host, strconv.Itoa(freePort(t)))
+				addr := s
+				if host, port, _ := net.SplitHostPort(s); !wasHandedOut(port) { // else the test chose it
+					addr = net.JoinHostPort(host, strconv.Itoa(freePort(t)))
+				}
 				n[key] = addr
 				moved[childPath] = addr
 				continue
@@ -348,6 +350,14 @@ var handedOut = struct {
 	sync.Mutex
 	ports map[int]bool
 }{ports: map[int]bool{}}
+
+// wasHandedOut reports whether freePort returned port (decimal) in this run.
+func wasHandedOut(port string) bool {
+	n, err := strconv.Atoi(port)
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	return err == nil && handedOut.ports[n]
+}
 
 func freePort(t testing.TB) int {
 	t.Helper()
