@@ -195,12 +195,11 @@ func (r *record) fields(attrs, resource pcommon.Map, trace pcommon.TraceID) {
 	id := raw(golden.ReqID)
 	if id != "" && !golden.UsableReqID(id) {
 		r.stats.invalidRefs++
-		id = ""
 	}
 	key, byTrace := golden.RequestKey(id, trace)
 	e.ReqID = r.text(key)
 	if byTrace || golden.KeyedByTrace(attrs) {
-		r.attr(eventgraph.KeyAttr, eventgraph.KeyTrace)
+		r.attr(eventgraph.KeyAttr, golden.ReqIDFromTrace)
 	}
 	e.Stage = lookup(golden.Stage)
 	e.ModelVer = lookup(golden.ModelVer)

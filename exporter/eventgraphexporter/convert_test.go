@@ -211,7 +211,7 @@ func TestARecordWithoutReqIDBelongsToTheRequestItsTraceKeys(t *testing.T) {
 	trace := pcommon.TraceID{0x4b, 0xf9, 0x2f, 0x35}
 	events, _ := conv.logs(oneLog(func(lr plog.LogRecord) { lr.SetTraceID(trace) }))
 	assert.Equal(t, golden.TraceKey(trace), events[0].ReqID)
-	assert.Equal(t, eventgraph.KeyTrace, events[0].Attrs[eventgraph.KeyAttr])
+	assert.Equal(t, golden.ReqIDFromTrace, events[0].Attrs[eventgraph.KeyAttr])
 
 	// As reqidstitch keyed it: the same request, said the same way.
 	events, _ = conv.logs(oneLog(func(lr plog.LogRecord) {
@@ -220,7 +220,7 @@ func TestARecordWithoutReqIDBelongsToTheRequestItsTraceKeys(t *testing.T) {
 		lr.Attributes().PutStr(golden.ReqIDFrom, golden.ReqIDFromTrace)
 	}))
 	assert.Equal(t, golden.TraceKey(trace), events[0].ReqID)
-	assert.Equal(t, eventgraph.KeyTrace, events[0].Attrs[eventgraph.KeyAttr])
+	assert.Equal(t, golden.ReqIDFromTrace, events[0].Attrs[eventgraph.KeyAttr])
 	assert.Nil(t, events[0].Attrs[eventgraph.FieldsAttr], "Loom's own attributes are no field of the record")
 
 	// A req_id of its own keys it, whatever its trace.

@@ -192,8 +192,8 @@ func (h *handler) loadRequest(r *http.Request) (*requestView, error) {
 	for i := range events {
 		e := &events[i]
 		v.Failed = v.Failed || e.Failed
-		if e.Attrs[eventgraph.KeyAttr] == eventgraph.KeyTrace {
-			v.Key = eventgraph.KeyTrace
+		if e.Attrs[eventgraph.KeyAttr] == golden.ReqIDFromTrace {
+			v.Key = golden.ReqIDFromTrace
 		}
 		if reasons, ok := e.Attrs[failure.ReasonsAttr].([]string); ok {
 			for _, reason := range reasons {

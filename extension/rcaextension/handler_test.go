@@ -228,7 +228,7 @@ func TestPagesEscapeWhatTheyShow(t *testing.T) {
 func TestARequestKeyedByItsTrace(t *testing.T) {
 	store := openStore(t)
 	trace := "4bf92f3577b34da6a3ce929d0e0e4736"
-	keyed := map[string]any{eventgraph.KeyAttr: eventgraph.KeyTrace}
+	keyed := map[string]any{eventgraph.KeyAttr: golden.ReqIDFromTrace}
 	require.NoError(t, store.Write(context.Background(), []eventgraph.Event{
 		{ID: storetest.ID(600), Kind: eventgraph.KindSpan, Time: storetest.T0, End: storetest.T0.Add(time.Second), ReqID: trace,
 			TraceID: trace, SpanID: "00f067aa0ba902b7", Service: "ts-order-service", Name: "GET /api/v1/orders", Status: "error", Failed: true, Attrs: keyed},

@@ -93,13 +93,11 @@ const DimsAttr = "eventgraph.dims"
 // MaxDims bounds an event's Dims.
 const MaxDims = 32
 
-// KeyAttr is, on an event of a request that carries no req_id, KeyTrace:
-// the event's ReqID is the key of the trace that started its request
-// (golden.TraceKey). Events of requests keyed by req_id lack it.
-const (
-	KeyAttr  = "eventgraph.key"
-	KeyTrace = "trace"
-)
+// KeyAttr is, on an event of a request that carries no req_id,
+// golden.ReqIDFromTrace: the event's ReqID is the key of the trace that
+// started its request (golden.TraceKey). Events of requests keyed by
+// req_id lack it.
+const KeyAttr = "eventgraph.key"
 
 // SymptomsAttr lists, on a failed request's event, the attributes its failure
 // reasons name (an error.type, a drifting outcome, the fields a schema drift

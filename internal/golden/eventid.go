@@ -33,16 +33,24 @@ func (h EventHash) String() string { return hex.EncodeToString(h[:]) }
 // ParseEventHash parses the EventID form (32 lowercase hex digits).
 func ParseEventHash(s string) (EventHash, bool) {
 	var h EventHash
-	if len(s) != 2*len(h) {
+	if !lowerHex(s, len(h)) {
 		return h, false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return h, false
-		}
 	}
 	_, err := hex.Decode(h[:], []byte(s))
 	return h, err == nil
+}
+
+// lowerHex reports whether s is n bytes in lowercase hex.
+func lowerHex(s string, n int) bool {
+	if len(s) != 2*n {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // LogEventHash returns the identity of a log record (GPU events are log records too).

@@ -20,9 +20,6 @@ const (
 	ReqIDFromTrace = "trace"
 )
 
-// TraceKeyLen is the length of a trace key: 16 bytes in hex.
-const TraceKeyLen = 32
-
 // TraceKey is the key of a request that carries no req_id: the id of its
 // trace in lowercase hex, as OTLP/JSON and W3C traceparent write it.
 func TraceKey(t pcommon.TraceID) string { return hex.EncodeToString(t[:]) }
@@ -40,17 +37,10 @@ func RequestKey(reqID string, t pcommon.TraceID) (key string, byTrace bool) {
 	return TraceKey(t), true
 }
 
-// IsTraceKey reports whether id has the shape of a trace key.
+// IsTraceKey reports whether id has the shape of a trace key: a valid
+// trace id in lowercase hex.
 func IsTraceKey(id string) bool {
-	if len(id) != TraceKeyLen {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		if (id[i] < '0' || id[i] > '9') && (id[i] < 'a' || id[i] > 'f') {
-			return false
-		}
-	}
-	return id != "00000000000000000000000000000000"
+	return lowerHex(id, len(pcommon.TraceID{})) && id != TraceKey(pcommon.TraceID{})
 }
 
 // KeyedByTrace reports whether a record's req_id is its trace's key, made
