@@ -77,11 +77,14 @@ func createDefaultConfig() component.Config {
 	}
 }
 
-// factory shares one drift tracker per component ID between the logs and
-// traces instances of a processor, so drift seen in spans is reported through
-// the logs pipeline.
+// factory shares, per component ID, between the logs and traces instances
+// of a processor: one drift tracker, so drift seen in spans is reported
+// through the logs pipeline, and what each service's records have carried
+// (validation::per_service), so a service's spans and lines are judged by
+// what either has carried.
 type factory struct {
 	trackers sharedcomponent.Registry[*driftTracker]
+	carried  sharedcomponent.Registry[*carriedFields]
 }
 
 // acquire returns the tracker for id, creating it on first use; release undoes one acquire.
@@ -93,11 +96,21 @@ func (f *factory) acquire(id component.ID, cfg DriftConfig) (tracker *driftTrack
 func (f *factory) newProcessor(set processor.Settings, cfg component.Config, emitsLogs bool) (*goldenProcessor, error) {
 	c := cfg.(*Config)
 	var tracker *driftTracker
-	release := func() {}
+	releaseTracker := func() {}
 	if c.Drift.Enabled {
-		tracker, release = f.acquire(set.ID, c.Drift)
+		tracker, releaseTracker = f.acquire(set.ID, c.Drift)
 	}
-	p, err := newGoldenProcessor(set, c, tracker, emitsLogs, release)
+	var carried *carriedFields
+	releaseCarried := func() {}
+	if c.Validation.PerService {
+		carried, _ = f.carried.Acquire(set.ID, func() (*carriedFields, error) { return newCarriedFields(), nil })
+		releaseCarried = func() { f.carried.Release(set.ID) }
+	}
+	release := func() {
+		releaseTracker()
+		releaseCarried()
+	}
+	p, err := newGoldenProcessor(set, c, tracker, carried, emitsLogs, release)
 	if err != nil {
 		release()
 		return nil, err

@@ -153,7 +153,7 @@ type goldenProcessor struct {
 	release   func()
 }
 
-func newGoldenProcessor(set processor.Settings, cfg *Config, tracker *driftTracker, emitsLogs bool, releaseTracker func()) (*goldenProcessor, error) {
+func newGoldenProcessor(set processor.Settings, cfg *Config, tracker *driftTracker, carried *carriedFields, emitsLogs bool, releaseShared func()) (*goldenProcessor, error) {
 	if errs := cfg.checkRanges(); len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
@@ -161,6 +161,7 @@ func newGoldenProcessor(set processor.Settings, cfg *Config, tracker *driftTrack
 	if err != nil {
 		return nil, err
 	}
+	c.validator.carried = carried
 	tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
 	if err != nil {
 		return nil, err
@@ -177,7 +178,7 @@ func newGoldenProcessor(set processor.Settings, cfg *Config, tracker *driftTrack
 	}
 	p.release = sync.OnceFunc(func() {
 		detach()
-		releaseTracker()
+		releaseShared()
 		tb.Shutdown()
 	})
 	return p, nil

@@ -154,8 +154,9 @@ type rule[K any] struct {
 // validator checks records against the contract.
 type validator struct {
 	required []requirement
-	// carried is nil when every required field is required of every record
-	// (validation::per_service off).
+	// carried is what each service's records have carried, shared by the
+	// component's pipelines; nil when every required field is required of
+	// every record (validation::per_service off).
 	carried   *carriedFields
 	reqIDs    *golden.ReqIDMatcher
 	checks    []fieldCheck
@@ -166,9 +167,6 @@ type validator struct {
 func newValidator(c *ValidationConfig, fields map[string]fieldRole, set component.TelemetrySettings) (*validator, []error) {
 	var errs []error
 	v := &validator{}
-	if c.PerService {
-		v.carried = newCarriedFields()
-	}
 	seen := map[string]bool{}
 	for _, name := range slices.Concat(profileFields[c.Profile], c.Required) {
 		if req := newRequirement(name, fields); !seen[req.name] {

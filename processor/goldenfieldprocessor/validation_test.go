@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -15,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 
 	"github.com/loom-otel/loom/internal/golden"
+	"github.com/loom-otel/loom/processor/goldenfieldprocessor/internal/metadata"
 	"github.com/loom-otel/loom/processor/goldenfieldprocessor/internal/metadatatest"
 )
 
@@ -230,4 +232,35 @@ func TestATraceKeyIsAValidReqIDOnlyWhenMarked(t *testing.T) {
 	assert.Equal(t, []string{golden.ReqID}, strList(unmarked, golden.InvalidAttr))
 	notAKey, _ := runOne(t, strictConfig(), rec{attrs: with(goldenAttrs(), golden.ReqID, "not-a-trace", golden.ReqIDFrom, golden.ReqIDFromTrace)})
 	assert.Equal(t, []string{golden.ReqID}, strList(notAKey, golden.InvalidAttr))
+}
+
+// A component's logs and traces pipelines judge a service by what either
+// has seen it carry: a service whose spans carry a stage is held to it in
+// its log lines too.
+func TestWhatAServiceCarriesIsSharedByAComponentsPipelines(t *testing.T) {
+	f := NewFactory()
+	set := settings(nil)
+	spans, lines := new(consumertest.TracesSink), new(consumertest.LogsSink)
+	traces, err := f.CreateTraces(context.Background(), set, defaultConfig(), spans)
+	require.NoError(t, err)
+	logs, err := f.CreateLogs(context.Background(), set, defaultConfig(), lines)
+	require.NoError(t, err)
+	defer func() {
+		require.NoError(t, traces.Shutdown(context.Background()))
+		require.NoError(t, logs.Shutdown(context.Background()))
+	}()
+	require.NoError(t, traces.ConsumeTraces(context.Background(), makeTraces(t, rec{service: "router", attrs: map[string]any{golden.Stage: "route/pick"}})))
+	require.NoError(t, logs.ConsumeLogs(context.Background(), makeLogs(t, rec{service: "router", attrs: map[string]any{"http.route": "/pick"}})))
+	out := logRecords(lines.AllLogs())
+	require.Len(t, out, 1)
+	assert.Contains(t, strList(out[0].Attributes(), golden.MissingAttr), golden.Stage)
+
+	// Another component learns apart.
+	other := new(consumertest.LogsSink)
+	set.ID = component.MustNewIDWithName(metadata.Type.String(), "other")
+	p, err := f.CreateLogs(context.Background(), set, defaultConfig(), other)
+	require.NoError(t, err)
+	require.NoError(t, p.ConsumeLogs(context.Background(), makeLogs(t, rec{service: "router", attrs: map[string]any{"http.route": "/pick"}})))
+	require.NoError(t, p.Shutdown(context.Background()))
+	assert.Empty(t, strList(logRecords(other.AllLogs())[0].Attributes(), golden.MissingAttr))
 }
